@@ -1,0 +1,89 @@
+"""The `clientmcp` command: `serve` (the default), `token`, and `demo` (BRIDGE.md §1)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from clientmcp_fast import __version__
+from clientmcp_fast.config import ConfigError, add_options, load, load_secrets, parse_duration
+from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, mint
+
+DEFAULT_TTL = "24h"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"clientmcp: error: {message} (see clientmcp --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="clientmcp",
+        description="ClientMCP bridge: apps connect over WebSocket at /connect, agents use MCP at /mcp. "
+        "Without a command, runs `serve`. The secret comes from CLIENTMCP_SECRET (or CLIENTMCP_SECRETS, "
+        "comma-separated, for rotation); every flag can also be set as CLIENTMCP_<FLAG>.",
+    )
+    parser.add_argument("--version", action="version", version=f"clientmcp {__version__}")
+    add_options(parser)
+    commands = parser.add_subparsers(dest="command", metavar="{serve,token,demo}", parser_class=_Parser)
+    serve = commands.add_parser("serve", help="run the bridge (the default)")
+    add_options(serve)
+    token = commands.add_parser("token", help="mint a token: prints the JWT alone on stdout")
+    token.add_argument("role", choices=("client", "agent"), help="client: the app connects; agent: calls it")
+    token.add_argument("client_id", metavar="ID", help="the client ID (1-128 of A-Z a-z 0-9 _ - . : @)")
+    token.add_argument("--ttl", default=DEFAULT_TTL, help="lifetime, e.g. 3600s, 15m, 24h, 30d (default 24h)")
+    demo = commands.add_parser("demo", help="run a bridge on 127.0.0.1 with a demo todo app, and print how to connect")
+    demo.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080; 0 picks one)")
+    return parser
+
+
+def _serve(flags: argparse.Namespace) -> int:
+    from clientmcp_fast import log
+    from clientmcp_fast.net.server import Server, new_event_loop
+
+    settings = load(os.environ, flags)
+    log.configure(settings.log)
+    loop = new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(Server(settings, loop).run())
+    finally:
+        loop.close()
+    return 0
+
+
+def _token(flags: argparse.Namespace) -> int:
+    _, signing = load_secrets(os.environ)
+    try:
+        ttl = parse_duration(flags.ttl)
+    except ValueError as error:
+        raise ConfigError(f"--ttl: {error}") from None
+    if not CLIENT_ID_PATTERN.fullmatch(flags.client_id):
+        raise ConfigError("ID must be 1-128 characters of A-Z a-z 0-9 _ - . : @")
+    print(mint(signing, flags.role, flags.client_id, ttl, time.time()))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; the exit status is returned."""
+    flags = _parser().parse_args(argv)
+    try:
+        if flags.command == "token":
+            return _token(flags)
+        if flags.command == "demo":
+            from clientmcp_fast.demo import run_demo
+
+            return run_demo(flags.port)
+        return _serve(flags)
+    except ConfigError as error:
+        print(f"clientmcp: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0

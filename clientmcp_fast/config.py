@@ -1,0 +1,184 @@
+"""Settings from the environment and `clientmcp serve` flags (BRIDGE.md §1, §6).
+
+Every setting has an environment variable `CLIENTMCP_<NAME>` and a flag `--<name>`;
+a flag wins over the environment. Secrets come from the environment only, because a
+command line shows in `ps`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from clientmcp_fast.core.limits import Limits
+from clientmcp_fast.core.tokens import MIN_SECRET_BYTES
+
+LOG_LEVELS = ("error", "warn", "info", "debug")
+
+
+class ConfigError(Exception):
+    """A setting that cannot be used; the message is one line for the operator."""
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in `text`: a number with an optional unit s, m, h or d (`30d`, `90s`, `1.5`)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if not match:
+        raise ValueError(f"{text!r} is not a duration like 90s, 15m, 24h or 30d")
+    value = float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+    if value <= 0:
+        raise ValueError(f"{text!r} must be more than zero")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError(f"{text!r} must be more than zero")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"{text!r} must not be negative")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise ValueError(f"{text!r} is not a TCP port")
+    return value
+
+
+def _log_level(text: str) -> str:
+    if text not in LOG_LEVELS:
+        raise ValueError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
+    return text
+
+
+def parse_origins(text: str) -> tuple[str, ...]:
+    """An allow-list of exact origins, or ("*",); an empty string allows none."""
+    return tuple(part.strip().rstrip("/") for part in text.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its name (flag and environment variable), its parser, and where it goes."""
+
+    name: str
+    parse: Callable[[str], Any]
+    help: str
+    target: str  # "settings" or "limits"
+
+    @property
+    def env(self) -> str:
+        return "CLIENTMCP_" + self.name.upper().replace("-", "_")
+
+    @property
+    def attr(self) -> str:
+        return self.name.replace("-", "_")
+
+
+OPTIONS = (
+    Option("host", str, "address to listen on (default 0.0.0.0)", "settings"),
+    Option("port", _port, "TCP port to listen on (default 8080)", "settings"),
+    Option(
+        "allowed-origins",
+        parse_origins,
+        "comma-separated origins allowed on /mcp, or * (default: loopback origins only)",
+        "settings",
+    ),
+    Option("log", _log_level, "error, warn, info (default) or debug", "settings"),
+    Option("call-timeout", parse_duration, "seconds an app has to answer a call (default 120)", "limits"),
+    Option("max-head-bytes", _positive_int, "largest HTTP request head (default 16384)", "limits"),
+    Option("max-pipelined", _positive_int, "pipelined HTTP requests queued per connection (default 16)", "limits"),
+    Option("max-agent-connections", _positive_int, "HTTP connections in total (default 10000)", "limits"),
+    Option("max-tools", _positive_int, "tools per register (default 1000)", "limits"),
+    Option("max-calls-per-app", _positive_int, "calls in flight per app (default 1000)", "limits"),
+    Option("app-soft-bytes", _positive_int, "unsent bytes to an app before calls get busy (default 16 MiB)", "limits"),
+    Option("app-hard-bytes", _positive_int, "unsent bytes to an app before it is closed (default 64 MiB)", "limits"),
+    Option("app-soft-seconds", parse_duration, "seconds above the soft limit before closing (default 30)", "limits"),
+    Option("max-streams-per-client", _positive_int, "notification streams per client ID (default 64)", "limits"),
+    Option("max-streams", _positive_int, "notification streams in total (default 10000)", "limits"),
+    Option(
+        "max-app-connections",
+        _non_negative_int,
+        "app connections in total (default 0: the open-file limit less 10 %% for agents)",
+        "limits",
+    ),
+    Option("head-timeout", parse_duration, "seconds to send a full HTTP request head (default 10)", "limits"),
+    Option("keepalive-timeout", parse_duration, "seconds an idle HTTP connection stays open (default 75)", "limits"),
+    Option("app-idle-timeout", parse_duration, "seconds of silence before an app is closed (default 90)", "limits"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything `clientmcp serve` runs with."""
+
+    secrets: tuple[bytes, ...]  # every secret accepted for verification
+    signing_secret: bytes  # the secret new tokens are signed with
+    host: str = "0.0.0.0"
+    port: int = 8080
+    # None: loopback origins only (http(s)://localhost, 127.0.0.1, [::1], any port).
+    allowed_origins: tuple[str, ...] | None = None
+    log: str = "info"
+    limits: Limits = field(default_factory=Limits)
+    # Test runs only: a WebSocket echo endpoint at /_echo for the Autobahn suite.
+    websocket_echo: bool = False
+
+
+def load_secrets(env: Mapping[str, str]) -> tuple[tuple[bytes, ...], bytes]:
+    """Verification secrets and the signing secret from CLIENTMCP_SECRET(S); raises ConfigError."""
+    named: list[tuple[str, bytes]] = []
+    if env.get("CLIENTMCP_SECRET"):
+        named.append(("CLIENTMCP_SECRET", env["CLIENTMCP_SECRET"].encode("utf-8")))
+    for part in env.get("CLIENTMCP_SECRETS", "").split(","):
+        if part.strip():
+            named.append(("CLIENTMCP_SECRETS", part.strip().encode("utf-8")))
+    if not named:
+        raise ConfigError(
+            "CLIENTMCP_SECRET is not set: export a secret of at least 32 bytes, "
+            "e.g. CLIENTMCP_SECRET=$(openssl rand -hex 32)"
+        )
+    for name, secret in named:
+        if len(secret) < MIN_SECRET_BYTES:
+            raise ConfigError(f"{name} holds a secret of {len(secret)} bytes: at least {MIN_SECRET_BYTES} are needed")
+    # The signer is CLIENTMCP_SECRET if set, else the first of the list (BRIDGE.md §1).
+    return tuple(dict.fromkeys(secret for _, secret in named)), named[0][1]
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """Add a flag for every setting; an absent flag leaves no attribute, so the environment fills in."""
+    for option in OPTIONS:
+        parser.add_argument(f"--{option.name}", dest=option.attr, default=argparse.SUPPRESS, metavar="VALUE", help=option.help)
+
+
+def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Settings:
+    """Settings from the environment, overridden by flags; raises ConfigError."""
+    secrets, signing = load_secrets(env)
+    values: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    for option in OPTIONS:
+        raw = getattr(flags, option.attr, None) if flags is not None else None
+        source = f"--{option.name}"
+        if raw is None:
+            raw = env.get(option.env)
+            source = option.env
+        if raw is None:
+            continue
+        try:
+            value = option.parse(raw)
+        except ValueError as error:
+            raise ConfigError(f"{source}: {error}") from None
+        (values if option.target == "settings" else limits)[option.attr] = value
+    settings_limits = dataclasses.replace(Limits(), **limits)
+    if settings_limits.app_hard_bytes < settings_limits.app_soft_bytes:
+        raise ConfigError("app-hard-bytes must not be below app-soft-bytes")
+    return Settings(secrets=secrets, signing_secret=signing, limits=settings_limits, **values)

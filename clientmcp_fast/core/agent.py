@@ -1,0 +1,725 @@
+"""The agent endpoint: MCP Streamable HTTP in both eras, answered from the bridge (spec §4, BRIDGE.md §5).
+
+`AgentEndpoint.handle()` runs BRIDGE.md §5.0's checks in their order (Origin, preflight,
+token, method, Accept, body size, JSON, era, then the modern ladder of MCP.md §D.2),
+then maps the request onto the bridge. Every request stands alone: the only state kept
+is the map of legacy calls that a `notifications/cancelled` may name.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import orjson
+
+from clientmcp_fast import __version__
+from clientmcp_fast.core import jsonrpc, outcomes
+from clientmcp_fast.core.http import APPLICATION_JSON, Exchange, Headers
+from clientmcp_fast.core.jsonrpc import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    NULL_ID,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    Message,
+    Params,
+    valid_id,
+)
+from clientmcp_fast.core.param_headers import decode_header_value, param_header_problem
+from clientmcp_fast.core.tokens import ROLE_AGENT, TokenError, TokenVerifier
+from clientmcp_fast.log import logger
+
+if TYPE_CHECKING:
+    from clientmcp_fast.core.bridge import Bridge
+    from clientmcp_fast.core.calls import Call
+
+MODERN = "2026-07-28"
+LEGACY = ("2025-11-25", "2025-06-18", "2025-03-26")
+LATEST_LEGACY = "2025-11-25"
+UNNAMED_LEGACY = "2025-03-26"  # a request that names no revision (MCP.md §B.1)
+# server/discover's supportedVersions and -32022's `supported` are this one list (MCP.md §A.3).
+SUPPORTED = (MODERN, *LEGACY)
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+
+SERVER_INFO = {"name": "clientmcp", "version": __version__}
+_SERVER_INFO_META = b'"_meta":{"io.modelcontextprotocol/serverInfo":' + orjson.dumps(SERVER_INFO) + b"}"
+_CAPABILITIES = b'{"tools":{"listChanged":true}}'
+_MODERN_LIST_TAIL = b',"ttlMs":0,"cacheScope":"private",' + _SERVER_INFO_META + b"}"
+
+SSE_HEADERS = (
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+)
+JSON_HEADERS = (APPLICATION_JSON,)
+KEEPALIVE = b": keep-alive\n\n"
+_ALLOW = (b"allow", b"GET, POST, OPTIONS")
+_LIST_CHANGED = jsonrpc.notification("notifications/tools/list_changed")
+
+_HTTP_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_LOOPBACK_ORIGIN = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?")
+_ROUTING_HEADERS = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
+
+_STATUS_OF_MODERN_ERROR = {METHOD_NOT_FOUND: 404}  # every other modern error is a 400 (MCP.md §A.10)
+
+
+def sse_event(payload: bytes) -> bytes:
+    """One SSE `message` event; JSON's own line breaks are whitespace, so they become spaces."""
+    if b"\n" in payload or b"\r" in payload:
+        # Raw line breaks can only sit between JSON tokens (strings escape theirs), so
+        # replacing them keeps the JSON intact and the event one line of data.
+        payload = payload.replace(b"\r", b" ").replace(b"\n", b" ")
+    return b"event: message\ndata: " + payload + b"\n\n"
+
+
+def tool_error(text: str, modern: bool) -> bytes:
+    """A CallToolResult with `isError: true`: how availability problems reach the model (spec §4.3)."""
+    body = b'{"content":[{"type":"text","text":' + orjson.dumps(text) + b'}],"isError":true}'
+    return b'{"resultType":"complete",' + body[1:] if modern else body
+
+
+def _parse_accept(value: bytes | None) -> tuple[bool, bool, bool]:
+    """From an Accept header: (JSON acceptable, SSE acceptable, SSE named explicitly)."""
+    if value is None:
+        return True, True, False  # no Accept header means */* (BRIDGE.md §5.0)
+    json_ok = sse_ok = sse_named = False
+    for item in value.split(b","):
+        media, *parameters = item.split(b";")
+        media = media.strip().lower()
+        refused = False
+        for parameter in parameters:
+            key, _, weight = parameter.partition(b"=")
+            if key.strip().lower() == b"q":
+                try:
+                    refused = float(weight.strip()) <= 0
+                except ValueError:
+                    refused = True
+        if refused:
+            continue
+        if media in (b"application/json", b"application/*", b"*/*"):
+            json_ok = True
+        if media in (b"text/event-stream", b"text/*", b"*/*"):
+            sse_ok = True
+        if media == b"text/event-stream":
+            sse_named = True
+    return json_ok, sse_ok, sse_named
+
+
+class _Context:
+    """What every answer to one request needs: where it goes and in which shape."""
+
+    __slots__ = ("exchange", "client_id", "cors", "json_ok", "sse_named")
+
+    def __init__(self, exchange: Exchange, client_id: str, cors: Headers, json_ok: bool, sse_named: bool) -> None:
+        self.exchange = exchange
+        self.client_id = client_id
+        self.cors = cors
+        self.json_ok = json_ok
+        self.sse_named = sse_named
+
+    def reply(self, body: bytes, extra: Headers = ()) -> None:
+        """A 200 answer carrying one JSON-RPC message, as JSON, or as one SSE event if JSON is not accepted."""
+        if self.json_ok:
+            self.exchange.respond(200, (*JSON_HEADERS, *self.cors, *extra), body)
+        else:
+            self.exchange.respond(200, (*SSE_HEADERS, *self.cors, *extra), sse_event(body))
+
+    def fail(self, status: int, id_json: bytes, code: int, message: str, data: Any = None) -> None:
+        """A JSON-RPC error with an HTTP status; always JSON (it is decided before any stream starts)."""
+        self.exchange.respond(status, (*JSON_HEADERS, *self.cors), jsonrpc.error(id_json, code, message, data))
+
+    def accepted(self) -> None:
+        """202 with no body: a notification or a response the agent posted."""
+        self.exchange.respond(202, self.cors, b"")
+
+
+class PendingCall:
+    """A tools/call waiting on the app: the bridge's `Waiter`, answering on the agent's exchange."""
+
+    __slots__ = ("endpoint", "context", "id_json", "modern", "wants_stream", "streaming", "call", "cancel_key")
+
+    def __init__(self, endpoint: AgentEndpoint, context: _Context, id_json: bytes, modern: bool) -> None:
+        self.endpoint = endpoint
+        self.context = context
+        self.id_json = id_json
+        self.modern = modern
+        self.wants_stream = context.sse_named
+        self.streaming = False
+        self.call: Call | None = None
+        self.cancel_key: tuple | None = None
+
+    def call_result(self, result: bytes, has_result_type: bool) -> None:
+        if not self.modern:
+            self._finish(jsonrpc.result(self.id_json, result))
+        elif not has_result_type:
+            # Spliced, not re-encoded: the app's bytes pass through, resultType goes in front.
+            self._finish(
+                b"".join(
+                    (
+                        b'{"jsonrpc":"2.0","id":',
+                        self.id_json,
+                        b',"result":{"resultType":"complete",',
+                        memoryview(result)[1:],
+                        b"}",
+                    )
+                )
+            )
+        else:
+            members = jsonrpc.decode_json(result)
+            members["resultType"] = "complete"
+            self._finish(jsonrpc.result(self.id_json, orjson.dumps(members)))
+
+    def call_error(self, text: str) -> None:
+        self._finish(jsonrpc.result(self.id_json, tool_error(text, self.modern)))
+
+    def call_slow(self) -> None:
+        self.streaming = True
+        context = self.context
+        context.exchange.start_stream((*SSE_HEADERS, *context.cors))
+        context.exchange.stream(KEEPALIVE)
+
+    def call_tick(self) -> None:
+        self.context.exchange.stream(KEEPALIVE)
+
+    def _finish(self, body: bytes) -> None:
+        if self.cancel_key is not None:
+            self.endpoint.forget(self)
+        exchange = self.context.exchange
+        if self.streaming:
+            exchange.stream(sse_event(body))
+            exchange.end_stream()
+        else:
+            self.context.reply(body)
+
+    def abandoned(self) -> None:
+        """The agent hung up before the answer: the app gets `cancel` (BRIDGE.md §5.1)."""
+        if self.cancel_key is not None:
+            self.endpoint.forget(self)
+        if self.call is not None:
+            self.endpoint.bridge.abandon(self.call)
+
+    def cancelled(self) -> None:
+        """A legacy `notifications/cancelled` named this call: `cancel` to the app, and end the answer."""
+        self.abandoned()
+        exchange = self.context.exchange
+        exchange.on_abandon = None
+        if self.streaming:
+            exchange.end_stream()
+        else:
+            self.context.fail(200, self.id_json, REQUEST_CANCELLED, "Request cancelled")
+
+
+class ListenStream:
+    """A modern `subscriptions/listen` stream (MCP.md §A.8): the bridge's `NotificationStream`."""
+
+    __slots__ = ("exchange", "id_json", "tools")
+
+    def __init__(self, exchange: Exchange, id_json: bytes, tools: bool) -> None:
+        self.exchange = exchange
+        self.id_json = id_json
+        self.tools = tools
+
+    def _tag(self) -> bytes:
+        return b'{"' + META_SUBSCRIPTION.encode() + b'":' + self.id_json + b"}"
+
+    def acknowledge(self) -> None:
+        honored = b'{"toolsListChanged":true}' if self.tools else b"{}"
+        params = b'{"_meta":' + self._tag() + b',"notifications":' + honored + b"}"
+        self.exchange.stream(sse_event(jsonrpc.notification("notifications/subscriptions/acknowledged", params)))
+
+    def tools_changed(self) -> None:
+        if self.tools:
+            params = b'{"_meta":' + self._tag() + b"}"
+            self.exchange.stream(sse_event(jsonrpc.notification("notifications/tools/list_changed", params)))
+
+    def keep_alive(self) -> None:
+        self.exchange.stream(KEEPALIVE)
+
+    def end(self) -> None:
+        final = b'{"resultType":"complete","_meta":' + self._tag() + b"}"
+        self.exchange.on_abandon = None
+        self.exchange.stream(sse_event(jsonrpc.result(self.id_json, final)))
+        self.exchange.end_stream()
+
+
+class LegacyStream:
+    """A legacy GET notification stream (MCP.md §B.4): the bridge's `NotificationStream`."""
+
+    __slots__ = ("exchange",)
+
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+
+    def tools_changed(self) -> None:
+        self.exchange.stream(sse_event(_LIST_CHANGED))
+
+    def keep_alive(self) -> None:
+        self.exchange.stream(KEEPALIVE)
+
+    def end(self) -> None:
+        self.exchange.on_abandon = None
+        self.exchange.end_stream()
+
+
+class AgentEndpoint:
+    """Serves `/mcp` and `/mcp/<token>`: each request checked, routed to its era, and answered."""
+
+    __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache", "_legacy_calls")
+
+    def __init__(self, bridge: Bridge, verifier: TokenVerifier, allowed_origins: tuple[str, ...] | None) -> None:
+        self.bridge = bridge
+        self.verifier = verifier
+        self.allowed_origins = None if allowed_origins is None else {o.lower() for o in allowed_origins}
+        self._accept_cache: dict[bytes | None, tuple[bool, bool, bool]] = {}
+        # Legacy calls a notifications/cancelled may name: (client ID, session, id) -> call.
+        self._legacy_calls: dict[tuple[str, bytes | None, bytes], PendingCall] = {}
+
+    # -- the order of checks (BRIDGE.md §5.0) -----------------------------------------------
+
+    def handle(self, exchange: Exchange, path_token: bytes, now: float) -> None:
+        """Answer one HTTP request to the agent endpoint."""
+        request = exchange.request
+        headers = request.headers
+        origin = headers.get(b"origin")
+        cors: Headers = ()
+        if origin is not None:
+            if not self._origin_allowed(origin):
+                exchange.respond(
+                    403, JSON_HEADERS, jsonrpc.error(NULL_ID, INVALID_REQUEST, "Forbidden: Origin not allowed")
+                )
+                return
+            cors = (
+                (b"access-control-allow-origin", origin),
+                (b"vary", b"Origin"),
+                (b"access-control-expose-headers", b"Mcp-Session-Id, WWW-Authenticate"),
+            )
+        method = request.method
+        if method == b"OPTIONS":
+            self._preflight(exchange, origin, cors)
+            return
+        client_id = self._authenticate(exchange, path_token, cors, now)
+        if client_id is None:
+            return
+        if method != b"POST" and method != b"GET":
+            exchange.respond(
+                405, (*JSON_HEADERS, *cors, _ALLOW), jsonrpc.error(NULL_ID, INVALID_REQUEST, "Method not allowed")
+            )
+            return
+        accept = headers.get(b"accept")
+        parsed = self._accept_cache.get(accept)
+        if parsed is None:
+            parsed = _parse_accept(accept)
+            if len(self._accept_cache) < 256:
+                self._accept_cache[accept] = parsed
+        json_ok, sse_ok, sse_named = parsed
+        context = _Context(exchange, client_id, cors, json_ok, sse_named)
+        if method == b"GET":
+            self._get(context, sse_named, now)
+            return
+        if not json_ok and not sse_ok:
+            context.fail(406, NULL_ID, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
+            return
+        body = request.body
+        if body is None:
+            context.fail(413, NULL_ID, INVALID_REQUEST, "Request body larger than 4 MiB")
+            return
+        try:
+            message = jsonrpc.decode_body(body)
+        except msgspec.ValidationError:
+            # Valid JSON, wrong shape: a scalar body, or params that is not an object.
+            context.fail(400, jsonrpc.salvage_id(body), INVALID_REQUEST, "Invalid Request: params must be an object")
+            return
+        except msgspec.DecodeError:
+            context.fail(400, NULL_ID, PARSE_ERROR, "Parse error: the body is not JSON")
+            return
+        if isinstance(message, list):
+            self._batch(context, message, now)
+        else:
+            self._route(context, message, now)
+
+    def _origin_allowed(self, origin: bytes) -> bool:
+        text = origin.decode("latin-1").strip().lower()
+        allowed = self.allowed_origins
+        if allowed is None:
+            return _LOOPBACK_ORIGIN.fullmatch(text) is not None
+        return "*" in allowed or text in allowed
+
+    def _preflight(self, exchange: Exchange, origin: bytes | None, cors: Headers) -> None:
+        if origin is None:
+            exchange.respond(204, (_ALLOW,), b"")
+            return
+        requested = exchange.request.headers.get(b"access-control-request-headers", b"")
+        names = [name.strip() for name in requested.split(b",") if name.strip()]
+        if not all(_HTTP_TOKEN.fullmatch(name) for name in names):
+            exchange.respond(400, cors, b"")
+            return
+        headers = [
+            *cors,
+            (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+            (b"access-control-max-age", b"86400"),
+        ]
+        if names:
+            headers.append((b"access-control-allow-headers", b", ".join(names)))
+        exchange.respond(204, headers, b"")
+
+    def _authenticate(self, exchange: Exchange, path_token: bytes, cors: Headers, now: float) -> str | None:
+        """The client ID the agent token selects; None after answering 401 (spec §4)."""
+        authorization = exchange.request.headers.get(b"authorization")
+        token = None
+        if authorization is not None:
+            scheme, _, value = authorization.strip().partition(b" ")
+            if scheme.lower() == b"bearer" and value.strip():
+                token = value.strip()
+        if token is None and path_token:
+            token = path_token
+        if token is None:
+            problem = "no agent token: send Authorization: Bearer <token>"
+            challenge = b"Bearer"
+        else:
+            try:
+                return self.verifier.verify(token.decode("latin-1"), ROLE_AGENT, now)
+            except TokenError as error:
+                problem = str(error)
+                challenge = b'Bearer error="invalid_token"'
+        logger.debug("agent refused: %s", problem)
+        exchange.respond(
+            401,
+            (*JSON_HEADERS, *cors, (b"www-authenticate", challenge)),
+            jsonrpc.error(NULL_ID, INVALID_REQUEST, f"Unauthorized: {problem}"),
+        )
+        return None
+
+    # -- GET: the legacy notification stream ------------------------------------------------
+
+    def _get(self, context: _Context, sse_named: bool, now: float) -> None:
+        version = context.exchange.request.headers.get(b"mcp-protocol-version", b"").strip()
+        if version == MODERN.encode():
+            context.exchange.respond(
+                405,
+                (*JSON_HEADERS, *context.cors, (b"allow", b"POST")),
+                jsonrpc.error(NULL_ID, INVALID_REQUEST, "Method not allowed: 2026-07-28 has no GET stream"),
+            )
+            return
+        if not sse_named:
+            context.fail(406, NULL_ID, INVALID_REQUEST, "Not Acceptable: the GET stream needs text/event-stream")
+            return
+        self._open_stream(context, LegacyStream(context.exchange), NULL_ID, now)
+
+    def _open_stream(self, context: _Context, stream: LegacyStream | ListenStream, id_json: bytes, now: float) -> bool:
+        bridge = self.bridge
+        client_id = context.client_id
+        if not bridge.add_stream(client_id, stream, now):
+            context.fail(429, id_json, INVALID_REQUEST, "Too many notification streams")
+            return False
+        exchange = context.exchange
+        exchange.on_abandon = lambda: bridge.remove_stream(client_id, stream)
+        exchange.start_stream((*SSE_HEADERS, *context.cors))
+        return True
+
+    # -- era routing (BRIDGE.md §5.0) -------------------------------------------------------
+
+    def _route(self, context: _Context, message: Message, now: float) -> None:
+        headers = context.exchange.request.headers
+        repeated = context.exchange.request.repeated
+        if repeated and b"mcp-protocol-version" in repeated:
+            context.fail(400, valid_id(message.id) or NULL_ID, HEADER_MISMATCH, "MCP-Protocol-Version appears twice")
+            return
+        header = headers.get(b"mcp-protocol-version")
+        header_version = header.strip().decode("latin-1") if header is not None else None
+        params = message.params
+        meta = params.meta if params is not msgspec.UNSET else None
+        body_version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+        if not isinstance(body_version, str):
+            body_version = None
+        if body_version is not None and header_version is not None and body_version != header_version:
+            context.fail(
+                400,
+                valid_id(message.id) or NULL_ID,
+                HEADER_MISMATCH,
+                "MCP-Protocol-Version header does not match params._meta protocolVersion",
+            )
+            return
+        named = body_version if body_version is not None else header_version
+        if named is None or named in LEGACY:
+            self._legacy(context, message, named or UNNAMED_LEGACY, now)
+        elif named == MODERN:
+            self._modern(context, message, now)
+        else:
+            context.fail(
+                400,
+                valid_id(message.id) or NULL_ID,
+                UNSUPPORTED_PROTOCOL_VERSION,
+                "Unsupported protocol version",
+                {"supported": list(SUPPORTED), "requested": named},
+            )
+
+    # -- 2026-07-28 -------------------------------------------------------------------------
+
+    def _modern(self, context: _Context, message: Message, now: float) -> None:
+        def fail(code: int, text: str, data: Any = None) -> None:
+            context.fail(_STATUS_OF_MODERN_ERROR.get(code, 400), id_json, code, text, data)
+
+        id_json = valid_id(message.id)
+        method = message.method
+        if message.id is msgspec.UNSET and isinstance(method, str):
+            context.accepted()  # notifications are accepted and ignored (BRIDGE.md §5.0)
+            return
+        if id_json is None or message.jsonrpc != "2.0" or not isinstance(method, str):
+            id_json = NULL_ID if id_json is None else id_json
+            fail(INVALID_REQUEST, "Invalid Request: one JSON-RPC request with a string or number id")
+            return
+        params = message.params if message.params is not msgspec.UNSET else Params()
+        meta = params.meta
+        if not isinstance(meta, dict) or META_VERSION not in meta or META_CAPABILITIES not in meta:
+            fail(INVALID_PARAMS, f"params._meta must carry {META_VERSION} and {META_CAPABILITIES}")
+            return
+        request = context.exchange.request
+        headers = request.headers
+        for name in _ROUTING_HEADERS:
+            if name in request.repeated:
+                fail(HEADER_MISMATCH, f"{name.decode()} header appears more than once")
+                return
+        version = headers.get(b"mcp-protocol-version")
+        if version is None or version.strip().decode("latin-1") != meta[META_VERSION]:
+            fail(HEADER_MISMATCH, "MCP-Protocol-Version header does not match params._meta protocolVersion")
+            return
+        mcp_method = headers.get(b"mcp-method")
+        if mcp_method is None or mcp_method.strip().decode("latin-1") != method:
+            fail(HEADER_MISMATCH, "Mcp-Method header does not match the method")
+            return
+        if method == "tools/call":
+            mcp_name = headers.get(b"mcp-name")
+            decoded = decode_header_value(mcp_name.strip(b" \t").decode("latin-1")) if mcp_name is not None else None
+            if decoded != params.name:
+                fail(HEADER_MISMATCH, "Mcp-Name header does not match params.name")
+                return
+            self._call(context, id_json, params, True, None, now)
+        elif method == "tools/list":
+            self._list(context, id_json, params, True)
+        elif method == "server/discover":
+            self._discover(context, id_json)
+        elif method == "subscriptions/listen":
+            self._listen(context, id_json, params, now)
+        else:
+            fail(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def _discover(self, context: _Context, id_json: bytes) -> None:
+        body = b'{"resultType":"complete","supportedVersions":' + orjson.dumps(SUPPORTED)
+        body += b',"capabilities":' + _CAPABILITIES
+        instructions = self._instructions(context.client_id)
+        if instructions is not None:
+            body += b',"instructions":' + orjson.dumps(instructions)
+        context.reply(jsonrpc.result(id_json, body + _MODERN_LIST_TAIL))
+
+    def _listen(self, context: _Context, id_json: bytes, params: Params, now: float) -> None:
+        if not context.sse_named:
+            context.fail(406, id_json, INVALID_REQUEST, "Not Acceptable: subscriptions/listen needs text/event-stream")
+            return
+        wanted = params.notifications
+        tools = isinstance(wanted, dict) and wanted.get("toolsListChanged") is True
+        stream = ListenStream(context.exchange, id_json, tools)
+        if self._open_stream(context, stream, id_json, now):
+            stream.acknowledge()
+
+    # -- 2025-03-26, 2025-06-18, 2025-11-25 -------------------------------------------------
+
+    def _legacy(self, context: _Context, message: Message, version: str, now: float) -> None:
+        method = message.method
+        params = message.params if message.params is not msgspec.UNSET else Params()
+        if message.id is msgspec.UNSET:
+            if isinstance(method, str):
+                if method == "notifications/cancelled":
+                    self._cancel(context, params)
+                context.accepted()
+            elif message.result is not msgspec.UNSET or message.error is not msgspec.UNSET:
+                context.accepted()  # a response to a request we never send: nothing to do
+            else:
+                context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request")
+            return
+        id_json = valid_id(message.id)
+        if id_json is None or message.jsonrpc != "2.0" or not isinstance(method, str):
+            context.fail(400, id_json or NULL_ID, INVALID_REQUEST, "Invalid Request: a string or number id")
+            return
+        if method == "tools/call":
+            session = context.exchange.request.headers.get(b"mcp-session-id")
+            self._call(context, id_json, params, False, session.strip() if session else None, now)
+        elif method == "tools/list":
+            self._list(context, id_json, params, False)
+        elif method == "initialize":
+            self._initialize(context, id_json, params)
+        elif method == "ping":
+            context.reply(jsonrpc.result(id_json, b"{}"))
+        else:
+            context.fail(200, id_json, METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def _initialize(self, context: _Context, id_json: bytes, params: Params) -> None:
+        asked = params.protocolVersion
+        version = asked if asked in LEGACY else LATEST_LEGACY
+        body = {"protocolVersion": version, "capabilities": {"tools": {"listChanged": True}}, "serverInfo": SERVER_INFO}
+        instructions = self._instructions(context.client_id)
+        if instructions is not None:
+            body["instructions"] = instructions
+        # The session id only namespaces the ids a notifications/cancelled names (spec §4.1).
+        session = secrets.token_hex(16).encode()
+        context.reply(jsonrpc.result(id_json, orjson.dumps(body)), ((b"mcp-session-id", session),))
+
+    def _batch(self, context: _Context, elements: list[msgspec.Raw], now: float) -> None:
+        header = context.exchange.request.headers.get(b"mcp-protocol-version")
+        if header is not None and header.strip() != UNNAMED_LEGACY.encode():
+            context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request: batches exist only in 2025-03-26")
+            return
+        if not elements:
+            context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request: an empty batch")
+            return
+        _Batch(self, context, elements, now)
+
+    def _cancel(self, context: _Context, params: Params) -> None:
+        request_id = valid_id(params.requestId)
+        if request_id is None:
+            return
+        session = context.exchange.request.headers.get(b"mcp-session-id")
+        pending = self._legacy_calls.get((context.client_id, session.strip() if session else None, request_id))
+        if pending is not None:
+            pending.cancelled()
+
+    def forget(self, pending: PendingCall) -> None:
+        """A legacy call ended: a later notifications/cancelled can no longer name it."""
+        key = pending.cancel_key
+        pending.cancel_key = None
+        if key is not None and self._legacy_calls.get(key) is pending:
+            del self._legacy_calls[key]
+
+    # -- both eras --------------------------------------------------------------------------
+
+    def _instructions(self, client_id: str) -> str | None:
+        app = self.bridge.apps.get(client_id)
+        return app.toolset.instructions if app is not None and app.toolset is not None else None
+
+    def _list(self, context: _Context, id_json: bytes, params: Params, modern: bool) -> None:
+        cursor = params.cursor
+        if cursor is not msgspec.UNSET and cursor is not None:
+            context.fail(400 if modern else 200, id_json, INVALID_PARAMS, "Invalid params: unknown cursor")
+            return
+        app = self.bridge.apps.get(context.client_id)
+        tools = app.toolset.tools_json if app is not None and app.toolset is not None else b"[]"
+        if modern:
+            context.reply(jsonrpc.result(id_json, b'{"resultType":"complete","tools":' + tools + _MODERN_LIST_TAIL))
+        else:
+            context.reply(jsonrpc.result(id_json, b'{"tools":' + tools + b"}"))
+
+    def _call(
+        self, context: _Context, id_json: bytes, params: Params, modern: bool, session: bytes | None, now: float
+    ) -> None:
+        error_status = 400 if modern else 200
+        name = params.name
+        if not isinstance(name, str):
+            context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: name must be a string")
+            return
+        arguments = params.arguments
+        if arguments is msgspec.UNSET or bytes(arguments) == b"null":
+            arguments = b"{}"  # absent arguments reach the app as {} (BRIDGE.md §5.1)
+        elif memoryview(arguments)[0] != 0x7B:  # "{"
+            context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: arguments must be an object")
+            return
+        app = self.bridge.apps.get(context.client_id)
+        if app is None:
+            context.reply(jsonrpc.result(id_json, tool_error(outcomes.OFFLINE, modern)))
+            return
+        toolset = app.toolset
+        if toolset is None:
+            context.reply(jsonrpc.result(id_json, tool_error(outcomes.NOT_REGISTERED, modern)))
+            return
+        tool = toolset.tools.get(name)
+        if tool is None:
+            context.fail(error_status, id_json, INVALID_PARAMS, f"Unknown tool: {name}")
+            return
+        if modern and tool.header_params:
+            request = context.exchange.request
+            problem = param_header_problem(
+                tool.header_params, jsonrpc.decode_json(arguments), request.headers, request.repeated
+            )
+            if problem is not None:
+                context.fail(400, id_json, HEADER_MISMATCH, problem)
+                return
+        pending = PendingCall(self, context, id_json, modern)
+        if not modern:
+            key = (context.client_id, session, id_json)
+            pending.cancel_key = key
+            self._legacy_calls[key] = pending
+        context.exchange.on_abandon = pending.abandoned
+        pending.call = self.bridge.start_call(app, tool, arguments, pending, now)
+
+
+class _BatchExchange:
+    """Stands in for the exchange of one element of a 2025-03-26 batch: collects its answer."""
+
+    __slots__ = ("request", "on_abandon", "_batch", "_index")
+
+    def __init__(self, batch: _Batch, index: int) -> None:
+        self.request = batch.context.exchange.request
+        self.on_abandon = None
+        self._batch = batch
+        self._index = index
+
+    def respond(self, status: int, headers: Headers, body: bytes) -> None:
+        self._batch.answered(self._index, body)
+
+    # A batch element is answered as JSON inside the batch's array, so it never streams.
+    def start_stream(self, headers: Headers) -> None:
+        raise AssertionError("a batch element never streams")
+
+    def stream(self, data: bytes) -> None:
+        raise AssertionError("a batch element never streams")
+
+    def end_stream(self) -> None:
+        raise AssertionError("a batch element never streams")
+
+
+class _Batch:
+    """A 2025-03-26 batch: every element served as its own legacy request, answered as one array."""
+
+    __slots__ = ("context", "answers", "waiting", "exchanges")
+
+    def __init__(self, endpoint: AgentEndpoint, context: _Context, elements: list[msgspec.Raw], now: float) -> None:
+        self.context = context
+        self.answers: list[bytes | None] = [None] * len(elements)
+        self.waiting = len(elements)
+        self.exchanges = [_BatchExchange(self, index) for index in range(len(elements))]
+        context.exchange.on_abandon = self._abandoned
+        for index, raw in enumerate(elements):
+            # JSON in each element, never SSE: the batch answer is one JSON array.
+            element = _Context(self.exchanges[index], context.client_id, (), True, False)
+            try:
+                message = jsonrpc.decode_message(raw)
+            except msgspec.ValidationError:
+                element.fail(200, jsonrpc.salvage_id(raw), INVALID_REQUEST, "Invalid Request")
+                continue
+            if message.method == "initialize":
+                element.fail(200, valid_id(message.id) or NULL_ID, INVALID_REQUEST, "initialize cannot be batched")
+                continue
+            endpoint._legacy(element, message, UNNAMED_LEGACY, now)
+
+    def answered(self, index: int, body: bytes) -> None:
+        self.answers[index] = body
+        self.waiting -= 1
+        if self.waiting == 0:
+            self.context.exchange.on_abandon = None
+            parts = [answer for answer in self.answers if answer]
+            if parts:
+                self.context.exchange.respond(200, (*JSON_HEADERS, *self.context.cors), b"[" + b",".join(parts) + b"]")
+            else:
+                self.context.accepted()
+
+    def _abandoned(self) -> None:
+        for exchange in self.exchanges:
+            if exchange.on_abandon is not None:
+                exchange.on_abandon()

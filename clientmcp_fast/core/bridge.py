@@ -1,0 +1,238 @@
+"""The bridge's whole state: online apps by client ID, calls in flight, agents' notification streams.
+
+No sockets and no clock: the I/O layer passes `now`, asks `next_deadline()` when to call
+`on_timer()`, and is told through `wake(when)` whenever an earlier deadline appears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from clientmcp_fast.core import outcomes
+from clientmcp_fast.core.calls import Call, InFlightCalls, Waiter
+from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES, Limits
+from clientmcp_fast.core.messages import call_message, cancel_message
+from clientmcp_fast.core.register import EMPTY_TOOLSET, Tool, ToolSet
+from clientmcp_fast.core.tokens import TokenVerifier
+
+if TYPE_CHECKING:
+    import msgspec
+
+    from clientmcp_fast.core.channel import AppChannel
+
+# BRIDGE.md §5.3: notification streams get an SSE comment this often.
+STREAM_KEEPALIVE_SECONDS = 15.0
+
+
+class NotificationStream(Protocol):
+    """An agent's open notification stream for one client ID (the agent endpoint implements it)."""
+
+    def tools_changed(self) -> None:
+        """Send notifications/tools/list_changed."""
+
+    def keep_alive(self) -> None:
+        """Send an SSE comment, so that proxies keep the stream open."""
+
+    def end(self) -> None:
+        """The bridge ends the stream on its own (shutdown)."""
+
+
+class Bridge:
+    """Online apps by client ID, their tool sets and calls, and who listens for changes."""
+
+    __slots__ = (
+        "limits",
+        "verifier",
+        "max_app_connections",
+        "apps",
+        "app_connections",
+        "calls",
+        "streams",
+        "stream_count",
+        "shutting_down",
+        "_wake",
+        "_sweep_every",
+        "_sweep_at",
+        "_streams_tick_at",
+    )
+
+    def __init__(
+        self,
+        limits: Limits,
+        verifier: TokenVerifier,
+        wake: Callable[[float], None],
+        max_app_connections: int | None = None,
+    ) -> None:
+        self.limits = limits
+        self.verifier = verifier
+        self.max_app_connections = max_app_connections or limits.max_app_connections or 1_000_000
+        self.apps: dict[str, AppChannel] = {}
+        self.app_connections = 0  # every app connection, until its transport is gone
+        self.calls = InFlightCalls(limits.call_timeout)
+        self.streams: dict[str, set[NotificationStream]] = {}
+        self.stream_count = 0
+        self.shutting_down = False
+        self._wake = wake
+        # Idle and congested apps are found by a sweep rather than a timer per app: an idle
+        # app then costs no timer work at all, and a sweep of 10,000 apps is about 1 ms.
+        self._sweep_every = max(0.01, min(5.0, min(limits.app_idle_timeout, limits.app_soft_seconds) / 16))
+        self._sweep_at: float | None = None
+        self._streams_tick_at: float | None = None
+
+    # -- apps -------------------------------------------------------------------------------
+
+    def attach(self, app: AppChannel, now: float) -> None:
+        """A connection proved it may be `app.client_id`; the newest one wins (spec §3.1)."""
+        client_id = app.client_id
+        assert client_id is not None
+        older = self.apps.get(client_id)
+        self.apps[client_id] = app
+        if older is not None:
+            older.close(4409, "replaced by a newer connection for this client ID")
+            if older.toolset is not None and older.toolset.tools:
+                self._announce(client_id)
+        if self._sweep_at is None:
+            self._sweep_at = now + self._sweep_every
+            self._wake(self._sweep_at)
+
+    def registered(self, app: AppChannel, toolset: ToolSet) -> None:
+        """An accepted register replaced the app's tool set (spec §3.2)."""
+        previous = app.toolset or EMPTY_TOOLSET
+        app.toolset = toolset
+        if self.apps.get(app.client_id) is app and not toolset.same_tools(previous):  # type: ignore[arg-type]
+            self._announce(app.client_id)  # type: ignore[arg-type]
+
+    def detach(self, app: AppChannel) -> None:
+        """The app's connection is ending: its calls fail now, its tools disappear (spec §5.3)."""
+        if app.calls:
+            calls = list(app.calls.values())
+            app.calls.clear()
+            for call in calls:
+                self.calls.finish(call)
+                call.waiter.call_error(outcomes.DISCONNECTED)
+        client_id = app.client_id
+        if self.apps.get(client_id) is app:  # type: ignore[arg-type]
+            del self.apps[client_id]  # type: ignore[arg-type]
+            if app.toolset is not None and app.toolset.tools:
+                self._announce(client_id)  # type: ignore[arg-type]
+
+    def complete(self, call: Call, result: msgspec.Raw, has_result_type: bool) -> None:
+        """The app answered a call in flight (already removed from the app's calls)."""
+        self.calls.finish(call)
+        call.waiter.call_result(result, has_result_type)  # type: ignore[arg-type]
+
+    # -- calls ------------------------------------------------------------------------------
+
+    def start_call(
+        self, app: AppChannel, tool: Tool, arguments: bytes, waiter: Waiter, now: float
+    ) -> Call | None:
+        """Send a call to the app; None when it failed at once (and `waiter` was told why)."""
+        if self.shutting_down:
+            waiter.call_error(outcomes.SHUTTING_DOWN)
+            return None
+        if len(app.calls) >= self.limits.max_calls_per_app or app.congested_since is not None:
+            waiter.call_error(outcomes.BUSY)
+            return None
+        call, wake = self.calls.start(app, waiter, now)
+        message = call_message(call.id.encode(), tool.name.encode(), arguments)
+        if len(message) > MAX_MESSAGE_BYTES:
+            self.calls.finish(call)
+            waiter.call_error(outcomes.TOO_LARGE)
+            return None
+        app.calls[call.id] = call
+        app.ws.send_text(message)
+        if wake is not None:
+            self._wake(wake)
+        return call
+
+    def abandon(self, call: Call) -> None:
+        """The agent no longer wants the answer (it hung up or cancelled): tell the app."""
+        app = call.app
+        if app.calls.pop(call.id, None) is None:
+            return  # already answered, failed or timed out
+        self.calls.finish(call)
+        app.ws.send_text(cancel_message(call.id.encode()))
+
+    # -- notification streams ---------------------------------------------------------------
+
+    def add_stream(self, client_id: str, stream: NotificationStream, now: float) -> bool:
+        """Start announcing `client_id`'s tool changes to `stream`; False when a limit is reached."""
+        streams = self.streams.get(client_id)
+        if self.stream_count >= self.limits.max_streams or (
+            streams is not None and len(streams) >= self.limits.max_streams_per_client
+        ):
+            return False
+        if streams is None:
+            streams = self.streams[client_id] = set()
+        streams.add(stream)
+        self.stream_count += 1
+        if self._streams_tick_at is None:
+            self._streams_tick_at = now + STREAM_KEEPALIVE_SECONDS
+            self._wake(self._streams_tick_at)
+        return True
+
+    def remove_stream(self, client_id: str, stream: NotificationStream) -> None:
+        """Stop announcing to `stream` (the agent went away, or the stream ended)."""
+        streams = self.streams.get(client_id)
+        if streams is not None and stream in streams:
+            streams.discard(stream)
+            self.stream_count -= 1
+            if not streams:
+                del self.streams[client_id]
+
+    def _announce(self, client_id: str) -> None:
+        for stream in list(self.streams.get(client_id, ())):
+            stream.tools_changed()
+
+    # -- time -------------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """When `on_timer` next has work to do, or None."""
+        best = self.calls.next_deadline()
+        for when in (self._sweep_at, self._streams_tick_at):
+            if when is not None and (best is None or when < best):
+                best = when
+        return best
+
+    def on_timer(self, now: float) -> None:
+        """Do whatever is due at `now`: timeouts, streaming switches, keep-alives, idle apps."""
+        for call in self.calls.on_timer(now):
+            app = call.app
+            del app.calls[call.id]
+            app.ws.send_text(cancel_message(call.id.encode()))
+            call.waiter.call_error(outcomes.timed_out(self.limits.call_timeout))
+        if self._sweep_at is not None and now >= self._sweep_at:
+            self._sweep_apps(now)
+        if self._streams_tick_at is not None and now >= self._streams_tick_at:
+            self._streams_tick_at = now + STREAM_KEEPALIVE_SECONDS if self.stream_count else None
+            for streams in list(self.streams.values()):
+                for stream in list(streams):
+                    stream.keep_alive()
+
+    def _sweep_apps(self, now: float) -> None:
+        idle = self.limits.app_idle_timeout
+        congested_for = self.limits.app_soft_seconds
+        for app in list(self.apps.values()):
+            if now - app.last_seen >= idle:
+                app.close(4408, f"nothing received for {idle:g} s")
+            elif app.congested_since is not None and now - app.congested_since >= congested_for:
+                app.close(4429, f"the app does not read: unsent data above the soft limit for {congested_for:g} s")
+        self._sweep_at = now + self._sweep_every if self.apps else None
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Graceful end (BRIDGE.md §7): fail every call, close every app with 1001, end streams."""
+        self.shutting_down = True
+        for call in self.calls:
+            app = call.app
+            app.calls.pop(call.id, None)
+            self.calls.finish(call)
+            call.waiter.call_error(outcomes.SHUTTING_DOWN)
+        for app in list(self.apps.values()):
+            app.close(1001, "bridge shutting down")
+        for client_id, streams in list(self.streams.items()):
+            for stream in list(streams):
+                self.remove_stream(client_id, stream)
+                stream.end()

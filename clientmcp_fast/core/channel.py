@@ -1,0 +1,193 @@
+"""One app's connection as the bridge sees it: token, register, results and pings (spec §3).
+
+`AppChannel` is the WebSocket's message handler. It holds what the bridge knows of
+the app on this connection (client ID, latest tool set, calls in flight) and leaves
+everything that spans connections to the `Bridge`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from clientmcp_fast.core.messages import (
+    BRIDGE_TYPES,
+    REGISTERED,
+    decode_app_message,
+    decode_result_shape,
+)
+from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
+from clientmcp_fast.core.tokens import ROLE_CLIENT, TokenError
+from clientmcp_fast.core.websocket import (
+    OPEN,
+    HandshakeError,
+    Link,
+    WebSocket,
+    accept_response,
+    check_upgrade,
+    offered_subprotocols,
+)
+from clientmcp_fast.speedups import PONG_FRAME
+
+if TYPE_CHECKING:
+    from clientmcp_fast.core.bridge import Bridge
+    from clientmcp_fast.core.calls import Call
+
+
+SUBPROTOCOL = "clientmcp.v1"
+
+
+def client_channel_handshake(headers: dict[bytes, bytes]) -> tuple[bytes, str | None]:
+    """The 101 response to an app's upgrade, and the token it offers (spec §3.1).
+
+    The token is the offered value that does not begin with `clientmcp.`; None when
+    there is none or more than one, which `AppChannel.open` turns into 4401.
+    """
+    key = check_upgrade(headers)
+    offered = offered_subprotocols(headers)
+    if SUBPROTOCOL not in offered:
+        raise HandshakeError(400, "offer the clientmcp.v1 subprotocol (and the token as a second one)")
+    tokens = [value for value in offered if not value.startswith("clientmcp.")]
+    return accept_response(key, SUBPROTOCOL), tokens[0] if len(tokens) == 1 else None
+
+
+def _shape_problem(error: msgspec.ValidationError) -> str:
+    # AppMessage declares only `type` strictly, so these are the only shapes that fail.
+    text = str(error)
+    if "missing required field" in text:
+        return "message has no type"
+    if "$.type" in text:
+        return "message type must be a string"
+    return "message is not a JSON object"
+
+
+class AppChannel:
+    """The client channel of one connected app: the handler of its WebSocket."""
+
+    __slots__ = ("bridge", "ws", "client_id", "toolset", "calls", "last_seen", "congested_since")
+
+    def __init__(self, bridge: Bridge, link: Link, now: float) -> None:
+        self.bridge = bridge
+        self.ws = WebSocket(self, link)
+        self.client_id: str | None = None
+        self.toolset: ToolSet | None = None  # None until the first register on this connection
+        self.calls: dict[str, Call] = {}
+        self.last_seen = now
+        self.congested_since: float | None = None
+        bridge.app_connections += 1
+
+    # -- lifecycle, driven by the I/O layer -------------------------------------------------
+
+    def open(self, token: str | None, now: float) -> None:
+        """The handshake is done: check the offered token and take the client ID (spec §3.1)."""
+        bridge = self.bridge
+        if bridge.shutting_down:
+            self.close(1001, "bridge shutting down")
+            return
+        if bridge.app_connections > bridge.max_app_connections:
+            self.close(4429, "too many app connections on this bridge")
+            return
+        if token is None:
+            self.close(4401, "no token offered: send it as the second subprotocol")
+            return
+        try:
+            client_id = bridge.verifier.verify(token, ROLE_CLIENT, now)
+        except TokenError as error:
+            self.close(4401, str(error))
+            return
+        self.client_id = client_id
+        bridge.attach(self, now)
+
+    def receive_data(self, data: bytes, now: float) -> None:
+        """Bytes from the app; anything received counts as a sign of life (BRIDGE.md §3)."""
+        self.last_seen = now
+        self.ws.receive_data(data)
+
+    def connection_lost(self) -> None:
+        """The transport is gone, for whatever reason."""
+        self.ws.connection_lost()
+        self.bridge.app_connections -= 1
+
+    def congested(self, now: float) -> None:
+        """Unsent data to the app rose above the soft limit: new calls are refused as busy."""
+        if self.congested_since is None:
+            self.congested_since = now
+
+    def drained(self) -> None:
+        """Unsent data fell back below the soft limit."""
+        self.congested_since = None
+
+    def overflowed(self) -> None:
+        """Unsent data passed the hard limit: the app does not read."""
+        self.close(4429, "the app does not read: unsent data passed the hard limit")
+
+    def close(self, code: int, reason: str) -> None:
+        """Close the connection with a close code; its calls fail at once (spec §5.3)."""
+        self.ws.close(code, reason)
+
+    @property
+    def is_open(self) -> bool:
+        return self.ws.state == OPEN
+
+    # -- the WebSocket's handler ------------------------------------------------------------
+
+    def on_exact_ping(self) -> None:
+        self.ws.send_frame(PONG_FRAME)
+
+    def on_binary(self, payload: bytes) -> None:
+        self.close(4400, "binary messages are not part of the protocol: send JSON text")
+
+    def on_close(self, code: int, reason: str) -> None:
+        if self.client_id is not None:
+            self.bridge.detach(self)
+
+    def on_text(self, payload: bytes) -> None:
+        try:
+            message = decode_app_message(payload)
+        except msgspec.ValidationError as error:
+            self.close(4400, _shape_problem(error))
+            return
+        except msgspec.DecodeError:
+            self.close(4400, "message is not valid JSON")
+            return
+        kind = message.type
+        if kind == "result":
+            self._on_result(message)
+        elif kind == "register":
+            self._on_register(message)
+        elif kind == "ping":
+            self.ws.send_frame(PONG_FRAME)
+        elif kind in BRIDGE_TYPES:
+            self.close(4400, f"{kind} is sent by the bridge, never by an app")
+        # Any other type is ignored, for forward compatibility (spec §3.2).
+
+    def _on_result(self, message) -> None:
+        call_id = message.id
+        if not isinstance(call_id, str):
+            self.close(4400, "result: id must be the call's id, a string")
+            return
+        result = message.result
+        if result is msgspec.UNSET:
+            self.close(4400, "result: result is missing")
+            return
+        try:
+            shape = decode_result_shape(result)
+        except msgspec.ValidationError:  # the message parsed, so only its shape can be wrong
+            shape = None
+        if shape is None or memoryview(shape.content)[0] != 0x5B:  # "["
+            self.close(4400, "result: result must be an object with a content array")
+            return
+        call = self.calls.pop(call_id, None)
+        if call is not None:
+            # Unknown and finished ids are ignored, so cancel/result races are harmless.
+            self.bridge.complete(call, result, shape.resultType is not msgspec.UNSET)
+
+    def _on_register(self, message) -> None:
+        try:
+            toolset = parse_register(message.tools, message.instructions, self.bridge.limits.max_tools)
+        except RegisterError as error:
+            self.close(4400, str(error))
+            return
+        self.bridge.registered(self, toolset)
+        self.ws.send_text(REGISTERED)

@@ -1,0 +1,111 @@
+"""HTTP as the core sees it: a parsed request, the port it answers through, and response bytes.
+
+The net layer parses requests with httptools and implements `Exchange`; the agent
+endpoint and the tests only ever see these types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+Headers = Sequence[tuple[bytes, bytes]]
+
+REASONS = {
+    100: b"Continue",
+    101: b"Switching Protocols",
+    200: b"OK",
+    202: b"Accepted",
+    204: b"No Content",
+    400: b"Bad Request",
+    401: b"Unauthorized",
+    403: b"Forbidden",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    406: b"Not Acceptable",
+    408: b"Request Timeout",
+    413: b"Content Too Large",
+    415: b"Unsupported Media Type",
+    426: b"Upgrade Required",
+    429: b"Too Many Requests",
+    431: b"Request Header Fields Too Large",
+    500: b"Internal Server Error",
+    501: b"Not Implemented",
+    503: b"Service Unavailable",
+    505: b"HTTP Version Not Supported",
+}
+STATUS_LINES = {status: b"HTTP/1.1 %d %s\r\n" % (status, reason) for status, reason in REASONS.items()}
+
+TEXT_PLAIN = (b"content-type", b"text/plain; charset=utf-8")
+APPLICATION_JSON = (b"content-type", b"application/json")
+
+
+class Request:
+    """One parsed HTTP request: header names lower-cased, repeated headers joined with ", "."""
+
+    __slots__ = ("method", "target", "headers", "repeated", "body", "keep_alive")
+
+    def __init__(
+        self,
+        method: bytes,
+        target: bytes,
+        headers: dict[bytes, bytes],
+        repeated: frozenset[bytes] | set[bytes],
+        body: bytes | None,
+        keep_alive: bool,
+    ) -> None:
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.repeated = repeated  # names that appeared more than once
+        self.body = body  # None: the body was larger than 4 MiB and was not read
+        self.keep_alive = keep_alive
+
+
+class Exchange(Protocol):
+    """One request being answered; the net layer implements it, core tests record it."""
+
+    request: Request
+    # Set by the core while an answer is pending: called if the peer goes away first.
+    on_abandon: Callable[[], None] | None
+
+    def respond(self, status: int, headers: Headers, body: bytes) -> None:
+        """Answer in full; Content-Length and connection handling are added."""
+
+    def start_stream(self, headers: Headers) -> None:
+        """Answer 200 with a body that follows in pieces (an SSE stream)."""
+
+    def stream(self, data: bytes) -> None:
+        """Send a piece of a started stream."""
+
+    def end_stream(self) -> None:
+        """End a started stream; the connection carries on with the next request."""
+
+
+def response_head(status: int, headers: Headers, content_length: int | None, close: bool) -> bytes:
+    """Status line and headers of a response, with its framing headers."""
+    parts = [STATUS_LINES.get(status) or b"HTTP/1.1 %d Unknown\r\n" % status]
+    for name, value in headers:
+        parts += (name, b": ", value, b"\r\n")
+    if content_length is None:
+        parts.append(b"transfer-encoding: chunked\r\n")
+    else:
+        parts += (b"content-length: ", str(content_length).encode(), b"\r\n")
+    if close:
+        parts.append(b"connection: close\r\n")
+    parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+def plain_response(status: int, text: str, extra: Headers = (), close: bool = False) -> bytes:
+    """A whole text/plain response: the answer to anything that is not MCP."""
+    body = text.encode("utf-8") + b"\n"
+    return response_head(status, (TEXT_PLAIN, *extra), len(body), close) + body
+
+
+def chunk(data: bytes) -> bytes:
+    """One chunk of a chunked body (RFC 9112 §7.1)."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+LAST_CHUNK = b"0\r\n\r\n"

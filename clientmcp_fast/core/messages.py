@@ -1,0 +1,57 @@
+"""The client channel's JSON messages (spec §3.2): typed decoding of what apps send, and what we send.
+
+One reusable decoder reads every app message into `AppMessage`, whose members cover all
+known types; members whose meaning depends on the type stay `msgspec.Raw` until the
+type says how to read them, and a tool result is never decoded past its shape check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+# Types that only the bridge sends: an app sending one has a bug (BRIDGE.md §3, 4400).
+BRIDGE_TYPES = frozenset({"registered", "call", "cancel", "pong"})
+
+REGISTERED = b'{"type":"registered"}'
+
+
+class AppMessage(msgspec.Struct):
+    """Any message from an app, with the members of every type this bridge knows."""
+
+    type: str
+    id: Any = msgspec.UNSET
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    tools: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    instructions: Any = msgspec.UNSET
+
+
+class ResultShape(msgspec.Struct):
+    """The members of a CallToolResult the bridge must look at; the rest passes through unread."""
+
+    content: msgspec.Raw
+    resultType: Any = msgspec.UNSET
+
+
+class ToolHead(msgspec.Struct):
+    """The members of a declared Tool the bridge validates; the rest passes through unread."""
+
+    name: Any = msgspec.UNSET
+    inputSchema: Any = msgspec.UNSET
+
+
+decode_app_message = msgspec.json.Decoder(AppMessage).decode
+decode_result_shape = msgspec.json.Decoder(ResultShape).decode
+decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
+decode_tool_head = msgspec.json.Decoder(ToolHead).decode
+
+
+def call_message(call_id: bytes, name: bytes, arguments: bytes | msgspec.Raw) -> bytes:
+    """A `call` for the app; `name` is a registered tool name, which never needs JSON escaping."""
+    return b"".join((b'{"type":"call","id":"', call_id, b'","name":"', name, b'","arguments":', arguments, b"}"))
+
+
+def cancel_message(call_id: bytes) -> bytes:
+    """A `cancel` for the app: the call's result is no longer wanted."""
+    return b'{"type":"cancel","id":"' + call_id + b'"}'

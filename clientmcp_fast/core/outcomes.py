@@ -1,0 +1,18 @@
+"""The tool errors an agent gets when a call cannot be answered by the app (BRIDGE.md §5.2).
+
+They are tool results with `isError: true`, not protocol errors, so that the model
+learns why the tool failed and can tell the user (spec §4.3).
+"""
+
+OFFLINE = "The application is not connected: its tools are unavailable until it reconnects."
+NOT_REGISTERED = "The application has not declared its tools yet."
+TOO_LARGE = "The call is too large to deliver (over 4 MiB)."
+DISCONNECTED = "The application disconnected before answering."
+BUSY = "The application is busy; try again."
+SHUTTING_DOWN = "The bridge is shutting down."
+
+
+def timed_out(seconds: float) -> str:
+    """The tool error for a call the app did not answer within the call timeout."""
+    shown = int(seconds) if seconds == int(seconds) else seconds
+    return f"The application did not answer within {shown} s."

@@ -1,0 +1,171 @@
+"""`x-mcp-header` annotations on tool schemas (MCP.md §A.4), found the way the MCP SDK finds them.
+
+A register is refused when an annotation breaks MCP's rules (BRIDGE.md §4); the
+annotations kept here are what modern `tools/call` requests are checked against.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+X_MCP_HEADER = "x-mcp-header"
+HEADER_TYPES = frozenset({"string", "integer", "boolean"})
+RFC9110_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+# JSON Schema 2020-12 applicators whose values are schema positions. Only `properties`
+# keeps a path an annotation may sit on; data keywords (default, const, enum, examples)
+# and $ref are not entered, so data is never mistaken for an annotation.
+_SUBSCHEMA_SINGLE = frozenset(
+    {
+        "items",
+        "contains",
+        "unevaluatedItems",
+        "additionalProperties",
+        "propertyNames",
+        "unevaluatedProperties",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contentSchema",
+    }
+)
+_SUBSCHEMA_LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SUBSCHEMA_MAP = frozenset({"patternProperties", "dependentSchemas", "$defs", "definitions"})
+
+
+class InvalidAnnotation(ValueError):
+    """An `x-mcp-header` annotation breaks MCP's constraints; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderParam:
+    """One annotated argument: it travels as header `Mcp-Param-<name>` beside the body."""
+
+    header: str  # lower-cased full header name, "mcp-param-<name>"
+    path: tuple[str, ...]  # property names from the schema root
+    type: str  # "string", "integer" or "boolean"
+
+
+def _schema_positions(root: Any) -> Iterator[tuple[tuple[str, ...] | None, dict]]:
+    """Every schema position with its chain of `properties` keys, or None once off that chain."""
+    # An explicit stack: an app's deeply nested schema must not exhaust the C stack.
+    stack: list[tuple[tuple[str, ...] | None, Any]] = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        yield path, node
+        for keyword, value in node.items():
+            if keyword == "properties" and isinstance(value, dict):
+                for name, sub in value.items():
+                    stack.append(((*path, name) if path is not None else None, sub))
+            elif keyword in _SUBSCHEMA_SINGLE:
+                stack.append((None, value))
+            elif keyword in _SUBSCHEMA_LIST and isinstance(value, list):
+                stack.extend((None, sub) for sub in value)
+            elif keyword in _SUBSCHEMA_MAP and isinstance(value, dict):
+                stack.extend((None, sub) for sub in value.values())
+
+
+def header_params(input_schema: dict) -> tuple[HeaderParam, ...]:
+    """The annotated arguments of a tool's inputSchema; raises `InvalidAnnotation`."""
+    found: dict[str, HeaderParam] = {}
+    for path, schema in _schema_positions(input_schema):
+        if X_MCP_HEADER not in schema:
+            continue
+        if not path:
+            raise InvalidAnnotation(f"{X_MCP_HEADER} is only allowed on a property reached through properties")
+        where = ".".join(path)
+        name = schema[X_MCP_HEADER]
+        if not isinstance(name, str) or not RFC9110_TOKEN.fullmatch(name):
+            raise InvalidAnnotation(f"{X_MCP_HEADER} of {where!r} is not an HTTP token")
+        prop_type = schema.get("type")
+        if not isinstance(prop_type, str) or prop_type not in HEADER_TYPES:
+            raise InvalidAnnotation(f"{X_MCP_HEADER} of {where!r} needs type string, integer or boolean")
+        header = "mcp-param-" + name.lower()
+        if header in found:
+            raise InvalidAnnotation(f"{X_MCP_HEADER} {name!r} is declared twice")
+        found[header] = HeaderParam(header, path, prop_type)
+    return tuple(found.values())
+
+
+_SENTINEL = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
+_CANONICAL_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+
+
+def decode_header_value(value: str) -> str | None:
+    """A header value with its `=?base64?...?=` wrapping undone; None when the wrapping is malformed."""
+    match = _SENTINEL.fullmatch(value)
+    if match is None:
+        return value
+    payload = match.group(1)
+    try:
+        decoded = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    # Only the canonical encoding is accepted, as the MCP SDK does: one value, one spelling.
+    if base64.b64encode(decoded).decode("ascii") != payload:
+        return None
+    try:
+        return decoded.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _render(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    return None
+
+
+def _matches(param_type: str, value: Any, rendered: str, decoded: str) -> bool:
+    if (
+        param_type == "integer"
+        and not isinstance(value, bool)
+        and (isinstance(value, int) or (isinstance(value, float) and value.is_integer()))
+        and _CANONICAL_DECIMAL.fullmatch(decoded)
+    ):
+        # Integers compare as numbers (MCP.md §A.4: 42.0 == 42), exactly, without floats.
+        whole, _, fraction = decoded.partition(".")
+        return (not fraction or set(fraction) == {"0"}) and int(whole) == int(value)
+    return decoded == rendered
+
+
+def param_header_problem(
+    params: tuple[HeaderParam, ...], arguments: Any, headers: dict[bytes, bytes], repeated: Any
+) -> str | None:
+    """Why a tools/call's `Mcp-Param-*` headers disagree with its arguments (-32020), or None."""
+    for param in params:
+        name = param.header.encode("ascii")
+        raw = headers.get(name)
+        value: Any = arguments
+        for key in param.path:
+            value = value.get(key) if isinstance(value, dict) else None
+        shown = "Mcp-Param-" + param.header[len("mcp-param-") :]
+        if raw is not None and name in repeated:
+            return f"{shown} header appears more than once"
+        rendered = _render(value) if value is not None else None
+        if rendered is None:
+            if raw is not None:
+                return f"{shown} header is present but its argument {'.'.join(param.path)!r} is absent"
+            continue
+        if raw is None:
+            return f"{shown} header is missing but its argument {'.'.join(param.path)!r} is present"
+        try:
+            text = raw.decode("ascii").strip(" \t")
+        except UnicodeDecodeError:
+            return f"{shown} header holds characters outside ASCII: send them base64-wrapped"
+        decoded = decode_header_value(text)
+        if decoded is None:
+            return f"{shown} header has a malformed base64 value"
+        if not _matches(param.type, value, rendered, decoded):
+            return f"{shown} header does not match its argument {'.'.join(param.path)!r}"
+    return None

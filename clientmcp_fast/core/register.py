@@ -1,0 +1,101 @@
+"""A `register` message checked against spec §3.2 and BRIDGE.md §4, and the tool set it declares."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from clientmcp_fast.core.messages import decode_raw_list, decode_tool_head
+from clientmcp_fast.core.param_headers import HeaderParam, InvalidAnnotation, header_params
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+class RegisterError(ValueError):
+    """A register the bridge refuses; the message names the tool and the problem (close 4400)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One declared tool: its name, the bytes the app sent, and its header-mirrored arguments."""
+
+    name: str
+    raw: bytes
+    header_params: tuple[HeaderParam, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSet:
+    """Everything one accepted register declares; the next register replaces it whole."""
+
+    tools: dict[str, Tool]  # in declared order
+    tools_json: bytes  # the JSON array of tools, as the app declared them
+    instructions: str | None
+
+    def same_tools(self, other: ToolSet | None) -> bool:
+        """Whether `other` declares exactly these tools (a change announces list_changed)."""
+        return other is not None and other.tools_json == self.tools_json
+
+
+EMPTY_TOOLSET = ToolSet({}, b"[]", None)
+
+
+def _label(index: int, name: Any) -> str:
+    if isinstance(name, str):
+        shown = json.dumps(name[:40], ensure_ascii=False)
+        return f"tools[{index}] {shown}"
+    return f"tools[{index}]"
+
+
+def parse_register(
+    tools: msgspec.Raw | msgspec.UnsetType, instructions: Any, max_tools: int
+) -> ToolSet:
+    """The tool set of a register's `tools` and `instructions`; raises `RegisterError`."""
+    if instructions is msgspec.UNSET:
+        instructions = None
+    elif not isinstance(instructions, str):
+        raise RegisterError("register: instructions must be a string")
+    if tools is msgspec.UNSET:
+        raise RegisterError("register: tools is missing")
+    try:
+        raw_tools = decode_raw_list(tools)
+    except msgspec.ValidationError:
+        raise RegisterError("register: tools must be an array") from None
+    if len(raw_tools) > max_tools:
+        raise RegisterError(f"register: {len(raw_tools)} tools, over the limit of {max_tools}")
+    declared: dict[str, Tool] = {}
+    for index, raw in enumerate(raw_tools):
+        try:
+            head = decode_tool_head(raw)
+        except msgspec.ValidationError:
+            raise RegisterError(f"tools[{index}]: not an object") from None
+        name = head.name
+        label = _label(index, name)
+        if name is msgspec.UNSET:
+            raise RegisterError(f"{label}: name is missing")
+        if not isinstance(name, str):
+            raise RegisterError(f"{label}: name must be a string")
+        if not TOOL_NAME.fullmatch(name):
+            if not 1 <= len(name) <= 128:
+                raise RegisterError(f"{label}: name must be 1-128 characters")
+            raise RegisterError(f"{label}: name has invalid characters")
+        if name in declared:
+            raise RegisterError(f"{label}: name declared twice")
+        schema = head.inputSchema
+        if schema is msgspec.UNSET:
+            raise RegisterError(f"{label}: inputSchema is missing")
+        if not isinstance(schema, dict):
+            raise RegisterError(f"{label}: inputSchema must be an object")
+        if schema.get("type") != "object":
+            raise RegisterError(f'{label}: inputSchema needs "type": "object"')
+        try:
+            params = header_params(schema)
+        except InvalidAnnotation as error:
+            raise RegisterError(f"{label}: {error}") from None
+        declared[name] = Tool(name, bytes(raw), params)
+    tools_json = b"[" + b",".join(tool.raw for tool in declared.values()) + b"]"
+    return ToolSet(declared, tools_json, instructions)

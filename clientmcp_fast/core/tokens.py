@@ -1,0 +1,123 @@
+"""Stateless credentials: HS256 JWTs naming a client ID and a role (spec §2, BRIDGE.md §2).
+
+The clock is not read here: `now` is passed in, so every rule is tested without waiting.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jwt
+
+ROLE_CLIENT = "client"
+ROLE_AGENT = "agent"
+ROLES = (ROLE_CLIENT, ROLE_AGENT)
+
+MIN_SECRET_BYTES = 32
+CLOCK_SKEW_SECONDS = 60.0
+
+CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
+
+# Spec §2: "Other claims are ignored", so PyJWT must not judge aud, iat, iss, jti or sub
+# on its own; exp and nbf are checked below against the `now` we are given.
+_PYJWT_OPTIONS = {
+    "verify_signature": True,
+    "verify_exp": False,
+    "verify_nbf": False,
+    "verify_iat": False,
+    "verify_aud": False,
+    "verify_iss": False,
+    "verify_sub": False,
+    "verify_jti": False,
+    "require": [],
+}
+
+
+class TokenError(Exception):
+    """A credential was refused; the message says why and never contains the token."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What a token whose signature verified says: who, in which role, and when it is valid."""
+
+    client_id: str
+    role: str
+    exp: float | None
+    nbf: float | None
+
+
+def _time_claim(claims: dict, name: str) -> float | None:
+    value = claims.get(name)
+    if value is None and name not in claims:
+        return None
+    # bool is an int subclass in Python, but `true` is not a NumericDate.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TokenError(f"claim {name} is not a number")
+    return float(value)
+
+
+class TokenVerifier:
+    """Verifies tokens against every configured secret, caching signatures already checked."""
+
+    __slots__ = ("_secrets", "_cache", "_cache_size")
+
+    def __init__(self, secrets: Sequence[bytes], *, cache_size: int = 10_000) -> None:
+        if not secrets:
+            raise ValueError("at least one secret is needed")
+        self._secrets = tuple(secrets)
+        self._cache: dict[str, Grant] = {}
+        self._cache_size = cache_size
+
+    def verify(self, token: str, role: str, now: float) -> str:
+        """The client ID of a valid `role` token at time `now`; raises `TokenError` otherwise."""
+        grant = self._cache.get(token)
+        if grant is None:
+            grant = self._check_signature_and_claims(token)
+            if len(self._cache) >= self._cache_size:
+                # Dicts keep insertion order: drop the oldest entry.
+                del self._cache[next(iter(self._cache))]
+            self._cache[token] = grant
+        if grant.role != role:
+            raise TokenError(f"token role is {grant.role}, this endpoint needs {role}")
+        if grant.exp is not None and now > grant.exp + CLOCK_SKEW_SECONDS:
+            raise TokenError("token expired")
+        if grant.nbf is not None and now < grant.nbf - CLOCK_SKEW_SECONDS:
+            raise TokenError("token not valid yet (nbf)")
+        return grant.client_id
+
+    def _check_signature_and_claims(self, token: str) -> Grant:
+        claims = None
+        for secret in self._secrets:
+            try:
+                claims = jwt.decode(token, secret, algorithms=["HS256"], options=_PYJWT_OPTIONS)
+                break
+            except jwt.InvalidSignatureError:
+                continue
+            except jwt.InvalidAlgorithmError:
+                raise TokenError("token algorithm is not HS256") from None
+            except jwt.PyJWTError:
+                raise TokenError("token is malformed") from None
+        if claims is None:
+            raise TokenError("token signature does not verify")
+        sub = claims.get("sub")
+        if not isinstance(sub, str):
+            raise TokenError("token sub is missing or not a string")
+        if not CLIENT_ID_PATTERN.fullmatch(sub):
+            raise TokenError("token sub is not a valid client ID")
+        role = claims.get("role")
+        if role not in ROLES:
+            raise TokenError("token role is missing or not client/agent")
+        return Grant(sub, role, _time_claim(claims, "exp"), _time_claim(claims, "nbf"))
+
+
+def mint(secret: bytes, role: str, client_id: str, ttl: float, now: float) -> str:
+    """A signed token for `client_id` in `role`, valid for `ttl` seconds from `now`."""
+    if role not in ROLES:
+        raise ValueError(f"role must be client or agent, not {role!r}")
+    if not CLIENT_ID_PATTERN.fullmatch(client_id):
+        raise ValueError("a client ID is 1-128 characters of A-Z a-z 0-9 _ - . : @")
+    claims = {"sub": client_id, "role": role, "iat": int(now), "exp": int(now + ttl)}
+    return jwt.encode(claims, secret, algorithm="HS256")

@@ -1,0 +1,278 @@
+"""The server side of RFC 6455, without I/O: the opening handshake, and a connection's frames.
+
+`WebSocket.receive_data()` takes bytes from the peer and calls its handler with whole
+messages; what must go back to the peer goes to its link (see `Link`). A peer's
+mistake never raises out of here: it becomes a close code (1002, 1007, 1009) whose
+reason is ours, never the text of an exception.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import codecs
+import hashlib
+from typing import Protocol
+
+from clientmcp_fast.core.limits import MAX_CLOSE_REASON_BYTES, MAX_MESSAGE_BYTES
+from clientmcp_fast.speedups import (
+    OP_CLOSE,
+    OP_CONTINUATION,
+    OP_EXACT_PING,
+    OP_PING,
+    OP_PONG,
+    OP_TEXT,
+    FrameError,
+    FrameReader,
+    build_close,
+    build_frame,
+)
+
+_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+# RFC 6455 §7.4: codes a peer may send in a close frame. 1004-1006 and 1015 are reserved
+# for local use; 1012-1014 are registered with IANA since.
+_VALID_PEER_CLOSE_CODES = frozenset((1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014))
+
+OPEN, CLOSING, CLOSED = 0, 1, 2
+
+
+class HandshakeError(Exception):
+    """An upgrade request that cannot be accepted: answer with `status` and `reason`."""
+
+    def __init__(self, status: int, reason: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+        super().__init__(status, reason)
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+
+
+def _tokens(value: bytes) -> list[bytes]:
+    return [part.strip().lower() for part in value.split(b",")]
+
+
+def check_upgrade(headers: dict[bytes, bytes]) -> bytes:
+    """The Sec-WebSocket-Key of a valid upgrade request (RFC 6455 §4.2.1), else `HandshakeError`."""
+    if b"websocket" not in _tokens(headers.get(b"upgrade", b"")):
+        raise HandshakeError(426, "this endpoint takes a WebSocket upgrade", ((b"upgrade", b"websocket"),))
+    if b"upgrade" not in _tokens(headers.get(b"connection", b"")):
+        raise HandshakeError(400, "Connection header must include Upgrade")
+    if headers.get(b"sec-websocket-version", b"").strip() != b"13":
+        raise HandshakeError(426, "only WebSocket version 13 is supported", ((b"sec-websocket-version", b"13"),))
+    key = headers.get(b"sec-websocket-key", b"").strip()
+    try:
+        valid_key = len(base64.b64decode(key, validate=True)) == 16
+    except binascii.Error:
+        valid_key = False
+    if not valid_key:
+        raise HandshakeError(400, "Sec-WebSocket-Key must be 16 bytes in base64")
+    return key
+
+
+def offered_subprotocols(headers: dict[bytes, bytes]) -> list[str]:
+    """The subprotocols a client offers, in order (the header may be repeated or a list)."""
+    raw = headers.get(b"sec-websocket-protocol", b"")
+    return [part.strip().decode("latin-1") for part in raw.split(b",") if part.strip()]
+
+
+def accept_response(key: bytes, subprotocol: str | None) -> bytes:
+    """The 101 response completing a handshake; no extension is ever accepted."""
+    accept = base64.b64encode(hashlib.sha1(key + _GUID).digest())
+    head = (
+        b"HTTP/1.1 101 Switching Protocols\r\n"
+        b"Upgrade: websocket\r\n"
+        b"Connection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: " + accept + b"\r\n"
+    )
+    if subprotocol is not None:
+        head += b"Sec-WebSocket-Protocol: " + subprotocol.encode("ascii") + b"\r\n"
+    return head + b"\r\n"
+
+
+def close_reason_bytes(reason: str) -> bytes:
+    """`reason` as UTF-8 cut to what a close frame can carry, never inside a character."""
+    data = reason.encode("utf-8")
+    if len(data) <= MAX_CLOSE_REASON_BYTES:
+        return data
+    return data[:MAX_CLOSE_REASON_BYTES].decode("utf-8", "ignore").encode("utf-8")
+
+
+class Link(Protocol):
+    """Where a connection's output goes; the I/O layer implements it, tests record it."""
+
+    def write(self, data: bytes) -> None:
+        """Queue bytes for the peer (writes made in one loop iteration go out together)."""
+
+    def end(self, wait_for_peer: bool) -> None:
+        """Close the transport once queued bytes are out; if asked, first give the peer a while to close."""
+
+
+class MessageHandler(Protocol):
+    """What a WebSocket delivers: whole, validated messages, and the end of the connection."""
+
+    def on_text(self, payload: bytes) -> None: ...
+
+    def on_binary(self, payload: bytes) -> None: ...
+
+    def on_exact_ping(self) -> None: ...
+
+    def on_close(self, code: int, reason: str) -> None: ...
+
+
+class WebSocket:
+    """One accepted RFC 6455 connection: frames in, whole messages to the handler, frames out."""
+
+    __slots__ = ("_reader", "_link", "_handler", "_parts", "_parts_opcode", "_parts_size", "_utf8", "state")
+
+    def __init__(self, handler: MessageHandler, link: Link) -> None:
+        self._reader = FrameReader(MAX_MESSAGE_BYTES)
+        self._link = link
+        self._handler = handler
+        self._parts: list[bytes] | None = None
+        self._parts_opcode = 0
+        self._parts_size = 0
+        self._utf8: codecs.IncrementalDecoder | None = None
+        self.state = OPEN
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes from the peer; complete messages reach the handler in order."""
+        if self.state == CLOSED:
+            return
+        try:
+            frames = self._reader.feed(data)
+        except FrameError as error:
+            # Frames parsed before the error are lost with the connection anyway.
+            self.close(error.code, error.reason)
+            return
+        handler = self._handler
+        for opcode, fin, payload in frames:
+            if self.state != OPEN:
+                # RFC 6455 §5.5.1: after a close frame was sent, only the peer's close matters.
+                if opcode == OP_CLOSE:
+                    self._closed_by_peer_reply()
+                    return
+                continue
+            if opcode == OP_TEXT and fin and self._parts is None:
+                if payload.isascii() or self._valid_utf8(payload):
+                    handler.on_text(payload)
+                else:
+                    self.close(1007, "text message is not valid UTF-8")
+            elif opcode == OP_EXACT_PING and self._parts is None:
+                handler.on_exact_ping()
+            elif OP_CLOSE <= opcode <= OP_PONG:
+                self._on_control(opcode, payload)
+            else:
+                self._on_fragment(opcode, fin, payload)
+
+    @staticmethod
+    def _valid_utf8(payload: bytes) -> bool:
+        try:
+            payload.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return True
+
+    def _on_fragment(self, opcode: int, fin: int, payload: bytes) -> None:
+        if opcode == OP_EXACT_PING:
+            # The exact ping text, but inside a fragmented message: a framing error.
+            opcode, payload = OP_TEXT, b'{"type":"ping"}'
+        if opcode == OP_CONTINUATION:
+            if self._parts is None:
+                self.close(1002, "continuation frame without a message to continue")
+                return
+        elif self._parts is not None:
+            self.close(1002, "new message before the fragmented one ended")
+            return
+        else:
+            self._parts = []
+            self._parts_opcode = opcode
+            self._parts_size = 0
+            self._utf8 = codecs.getincrementaldecoder("utf-8")() if opcode == OP_TEXT else None
+        self._parts_size += len(payload)
+        if self._parts_size > MAX_MESSAGE_BYTES:
+            self.close(1009, "message larger than 4 MiB")
+            return
+        if self._utf8 is not None and not payload.isascii():
+            # Fail fast on invalid UTF-8, as soon as a fragment proves it (RFC 6455 §8.1).
+            try:
+                self._utf8.decode(payload, False)
+            except UnicodeDecodeError:
+                self.close(1007, "text message is not valid UTF-8")
+                return
+        self._parts.append(payload)
+        if not fin:
+            return
+        message = b"".join(self._parts)
+        utf8 = self._utf8
+        self._parts = None
+        self._utf8 = None
+        if utf8 is not None:
+            try:
+                utf8.decode(b"", True)
+            except UnicodeDecodeError:
+                self.close(1007, "text message is not valid UTF-8")
+                return
+            self._handler.on_text(message)
+        else:
+            self._handler.on_binary(message)
+
+    def _on_control(self, opcode: int, payload: bytes) -> None:
+        if opcode == OP_PING:
+            self._link.write(build_frame(OP_PONG, payload))
+        elif opcode == OP_CLOSE:
+            self._on_peer_close(payload)
+        # OP_PONG: unsolicited pongs are allowed and mean nothing (RFC 6455 §5.5.3).
+
+    def _on_peer_close(self, payload: bytes) -> None:
+        if not payload:
+            code, reason = 1005, ""
+        elif len(payload) == 1:
+            self.close(1002, "close frame with a 1-byte payload")
+            return
+        else:
+            code = int.from_bytes(payload[:2], "big")
+            if code not in _VALID_PEER_CLOSE_CODES and not 3000 <= code <= 4999:
+                self.close(1002, f"invalid close code {code}")
+                return
+            try:
+                reason = payload[2:].decode("utf-8")
+            except UnicodeDecodeError:
+                self.close(1007, "close reason is not valid UTF-8")
+                return
+        # Echo the close (RFC 6455 §5.5.1), then the server closes TCP first (§7.1.1).
+        self._link.write(build_close(1000 if code == 1005 else code, b""))
+        self.state = CLOSED
+        self._link.end(False)
+        self._handler.on_close(code, reason)
+
+    def _closed_by_peer_reply(self) -> None:
+        self.state = CLOSED
+        self._link.end(False)
+
+    def send_text(self, payload: bytes) -> None:
+        """Send one text message, unless the connection is closing."""
+        if self.state == OPEN:
+            self._link.write(build_frame(OP_TEXT, payload))
+
+    def send_frame(self, frame: bytes) -> None:
+        """Send a frame built in advance (the fixed pong), unless the connection is closing."""
+        if self.state == OPEN:
+            self._link.write(frame)
+
+    def close(self, code: int, reason: str) -> None:
+        """Start the closing handshake with `code`; the handler hears of it at once."""
+        if self.state != OPEN:
+            return
+        self.state = CLOSING
+        self._parts = None
+        self._link.write(build_close(code, close_reason_bytes(reason)))
+        self._link.end(True)
+        self._handler.on_close(code, reason)
+
+    def connection_lost(self) -> None:
+        """The transport ended; if the connection had not closed yet, the handler hears 1006."""
+        if self.state == OPEN:
+            self.state = CLOSED
+            self._handler.on_close(1006, "connection lost")
+        self.state = CLOSED
+

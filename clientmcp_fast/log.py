@@ -1,0 +1,37 @@
+"""One line per event on stderr, at the level of CLIENTMCP_LOG; tokens never reach a log line."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+logger = logging.getLogger("clientmcp")
+
+LEVELS = {"error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO, "debug": logging.DEBUG}
+
+
+class _LineFormatter(logging.Formatter):
+    converter = time.gmtime
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = self.formatTime(record, "%Y-%m-%dT%H:%M:%S")
+        level = {"WARNING": "warn"}.get(record.levelname, record.levelname.lower())
+        return f"{stamp}.{int(record.msecs):03d}Z {level} {record.getMessage()}"
+
+
+def configure(level: str, stream=None) -> None:
+    """Send the bridge's events to `stream` (stderr) at `level` (error, warn, info, debug)."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(_LineFormatter())
+    logger.handlers[:] = [handler]
+    logger.setLevel(LEVELS[level])
+    logger.propagate = False
+
+
+def redact_target(target: bytes) -> str:
+    """A request target fit for a log line: the token of `/mcp/<token>` is replaced."""
+    path = target.split(b"?", 1)[0]
+    if path.startswith(b"/mcp/"):
+        return "/mcp/<redacted>"
+    return path.decode("latin-1")

@@ -1,0 +1,187 @@
+"""The bridge process: the listener, its connections, the core's timers, and a graceful end."""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import signal
+from typing import TYPE_CHECKING
+
+from clientmcp_fast.config import Settings
+from clientmcp_fast.core.agent import AgentEndpoint
+from clientmcp_fast.core.bridge import Bridge
+from clientmcp_fast.core.channel import AppChannel
+from clientmcp_fast.core.echo import EchoSession
+from clientmcp_fast.core.tokens import TokenVerifier
+from clientmcp_fast.log import logger
+from clientmcp_fast.net.http import HttpProtocol
+from clientmcp_fast.net.websocket import WebSocketProtocol
+
+if TYPE_CHECKING:
+    from clientmcp_fast.core.limits import Limits
+
+SHUTDOWN_GRACE_SECONDS = 4.0
+
+
+def app_connection_limit(limits: Limits) -> int:
+    """App connections allowed: the setting, else the open-file limit (raised) less 10 % for agents."""
+    if limits.max_app_connections:
+        return limits.max_app_connections
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for target in (hard, 1 << 20):
+        if target == resource.RLIM_INFINITY or target <= soft:
+            continue
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+            break
+        except (ValueError, OSError):
+            continue
+    return max(1, int(soft * 0.9))
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A uvloop loop when uvloop is installed, else asyncio's own (which works, slower)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on every POSIX platform
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class Server:
+    """Accepts connections, drives the bridge's timers and coalesced writes, and shuts down."""
+
+    def __init__(self, settings: Settings, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.settings = settings
+        self.limits = settings.limits
+        self.loop = loop or asyncio.get_running_loop()
+        self.verifier = TokenVerifier(settings.secrets)
+        self.bridge = Bridge(self.limits, self.verifier, self.wake, app_connection_limit(self.limits))
+        self.agents = AgentEndpoint(self.bridge, self.verifier, settings.allowed_origins)
+        self.http_connections: set[HttpProtocol] = set()
+        self.websockets: set[WebSocketProtocol] = set()
+        self.shutting_down = False
+        self.port = settings.port
+        self._listener: asyncio.base_events.Server | None = None
+        self._dirty: list[WebSocketProtocol] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._http_sweep: asyncio.TimerHandle | None = None
+        limits = self.limits
+        self._http_sweep_every = max(0.01, min(1.0, limits.head_timeout / 4, limits.keepalive_timeout / 4))
+
+    async def start(self) -> None:
+        """Listen; `port` is the bound port afterwards (useful with port 0)."""
+        self._listener = await self.loop.create_server(
+            lambda: HttpProtocol(self), self.settings.host, self.settings.port, backlog=4096, reuse_address=True
+        )
+        self.port = self._listener.sockets[0].getsockname()[1]
+        logger.info("listening on %s:%d", self.settings.host, self.port)
+
+    async def run(self) -> None:
+        """Serve until SIGTERM or SIGINT, then shut down gracefully (BRIDGE.md §7)."""
+        await self.start()
+        stop = self.loop.create_future()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+        try:
+            await stop
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self.loop.remove_signal_handler(sig)
+        await self.shutdown()
+
+    # -- connections ------------------------------------------------------------------------
+
+    def admit_http(self, conn: HttpProtocol) -> bool:
+        """Take a new HTTP connection, unless the total cap is reached (BRIDGE.md §6)."""
+        if len(self.http_connections) >= self.limits.max_agent_connections or self.shutting_down:
+            return False
+        self.http_connections.add(conn)
+        if self._http_sweep is None:
+            self._http_sweep = self.loop.call_later(self._http_sweep_every, self._sweep_http)
+        return True
+
+    def _sweep_http(self) -> None:
+        # One sweep a second over all connections instead of a timer per connection re-armed
+        # on every request: cheaper on the hot path, and exact enough for 10-75 s timeouts.
+        now = self.loop.time()
+        for conn in list(self.http_connections):
+            if conn.deadline is not None and conn.deadline <= now:
+                conn.expire()
+        self._http_sweep = (
+            self.loop.call_later(self._http_sweep_every, self._sweep_http) if self.http_connections else None
+        )
+
+    def hand_off(self, transport: asyncio.Transport, token: str | None, tail: bytes, echo: bool) -> None:
+        """An upgrade was accepted: the transport now runs a WebSocket session."""
+        protocol = WebSocketProtocol(self, transport)
+        transport.set_protocol(protocol)
+        self.websockets.add(protocol)
+        session = EchoSession(protocol) if echo else AppChannel(self.bridge, protocol, self.loop.time())
+        protocol.start(session, token, tail)
+
+    def websocket_closed(self, protocol: WebSocketProtocol) -> None:
+        self.websockets.discard(protocol)
+
+    def flush_soon(self, protocol: WebSocketProtocol) -> None:
+        """Write `protocol`'s queued frames at the end of this loop turn, with everything else queued."""
+        dirty = self._dirty
+        dirty.append(protocol)
+        if len(dirty) == 1:
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        dirty = self._dirty
+        self._dirty = []
+        for protocol in dirty:
+            protocol.flush()
+
+    # -- the core's timers ------------------------------------------------------------------
+
+    def wake(self, when: float) -> None:
+        """The bridge has a deadline at `when`: make sure the timer fires by then."""
+        if self._timer_at is not None and self._timer_at <= when:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = when
+        self._timer = self.loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        now = self.loop.time()
+        self.bridge.on_timer(now)
+        when = self.bridge.next_deadline()
+        if when is not None:
+            self.wake(when)
+
+    # -- the end ----------------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """Stop accepting, fail calls, close apps with 1001, end streams; all within a few seconds."""
+        if self.shutting_down:
+            return
+        self.shutting_down = True
+        logger.info("shutting down")
+        if self._listener is not None:
+            self._listener.close()
+        self.bridge.shutdown()
+        for conn in list(self.http_connections):
+            conn.shutdown()
+        self._flush()
+        give_up = self.loop.time() + SHUTDOWN_GRACE_SECONDS
+        while (self.http_connections or self.websockets) and self.loop.time() < give_up:
+            await asyncio.sleep(0.02)
+        for conn in list(self.http_connections):
+            conn.transport.abort()
+        for protocol in list(self.websockets):
+            protocol.transport.abort()
+        for handle in (self._timer, self._http_sweep):
+            if handle is not None:
+                handle.cancel()
+        if self._listener is not None:
+            await self._listener.wait_closed()
+        logger.info("stopped")

@@ -1,0 +1,108 @@
+"""The transport side of an accepted WebSocket: bytes to the core, its output out once per loop turn."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from clientmcp_fast.net.server import Server
+
+# How long a closing connection waits for the peer's close frame (or for its unsent
+# data to drain) before the transport is aborted.
+CLOSE_WAIT_SECONDS = 3.0
+
+
+class Session(Protocol):
+    """What runs on the WebSocket: the client channel (`AppChannel`) or the test echo."""
+
+    def open(self, token: str | None, now: float) -> None: ...
+
+    def receive_data(self, data: bytes, now: float) -> None: ...
+
+    def connection_lost(self) -> None: ...
+
+    def congested(self, now: float) -> None: ...
+
+    def drained(self) -> None: ...
+
+    def overflowed(self) -> None: ...
+
+
+class WebSocketProtocol(asyncio.Protocol):
+    """Owns the transport of one WebSocket and is the core's `Link`: writes are coalesced."""
+
+    __slots__ = ("transport", "server", "session", "_out", "_close_timer")
+
+    def __init__(self, server: Server, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        self.server = server
+        self.session: Session = None  # type: ignore[assignment]
+        self._out: list[bytes] | None = None
+        self._close_timer: asyncio.TimerHandle | None = None
+        # pause_writing above the soft limit (new calls get "busy"), resume below half of it.
+        soft = server.limits.app_soft_bytes
+        transport.set_write_buffer_limits(high=soft, low=soft // 2)
+
+    def start(self, session: Session, token: str | None, tail: bytes) -> None:
+        """Run `session` on this connection, fed first with what arrived after the handshake."""
+        self.session = session
+        now = self.server.loop.time()
+        session.open(token, now)
+        if tail:
+            session.receive_data(tail, now)
+        self.transport.resume_reading()
+
+    # -- asyncio.Protocol -------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        self.session.receive_data(data, self.server.loop.time())
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._close_timer is not None:
+            self._close_timer.cancel()
+            self._close_timer = None
+        self._out = None
+        self.session.connection_lost()
+        self.server.websocket_closed(self)
+
+    def pause_writing(self) -> None:
+        self.session.congested(self.server.loop.time())
+
+    def resume_writing(self) -> None:
+        self.session.drained()
+
+    # -- Link -------------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        out = self._out
+        if out is None:
+            self._out = [data]
+            self.server.flush_soon(self)
+        else:
+            out.append(data)
+
+    def flush(self) -> None:
+        """Write everything queued in this loop turn as one `transport.write`."""
+        out = self._out
+        if out is None:
+            return
+        self._out = None
+        transport = self.transport
+        if transport.is_closing():
+            return
+        transport.write(out[0] if len(out) == 1 else b"".join(out))
+        if transport.get_write_buffer_size() > self.server.limits.app_hard_bytes:
+            self.session.overflowed()
+
+    def end(self, wait_for_peer: bool) -> None:
+        self.flush()
+        if not wait_for_peer:
+            self.transport.close()
+        if self._close_timer is None:
+            # close() waits for unsent data to drain: an app that does not read would hold the
+            # socket forever, so the wait is bounded.
+            self._close_timer = self.server.loop.call_later(CLOSE_WAIT_SECONDS, self.transport.abort)

@@ -1,0 +1,77 @@
+"""Picks the compiled hot paths from `_speedups/` or their pure-Python twins.
+
+`CLIENTMCP_NO_EXTENSIONS=1` (or a Python other than CPython) selects the twins;
+otherwise the compiled modules are used when they were built. `IMPLEMENTATION` says
+which is live: "compiled" or "pure".
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+NO_EXTENSIONS = bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS")) or platform.python_implementation() != "CPython"
+
+if not NO_EXTENSIONS:
+    try:
+        from clientmcp_fast._speedups import frames, routing
+    except ImportError:
+        NO_EXTENSIONS = True
+
+if NO_EXTENSIONS:
+    from clientmcp_fast._pure import frames, routing  # noqa: F811
+
+IMPLEMENTATION = "pure" if NO_EXTENSIONS else "compiled"
+
+# Opcodes and fixed frames are plain constants: one definition serves both twins.
+from clientmcp_fast._pure.frames import (  # noqa: E402
+    EXACT_PING,
+    EXACT_PONG,
+    OP_BINARY,
+    OP_CLOSE,
+    OP_CONTINUATION,
+    OP_EXACT_PING,
+    OP_PING,
+    OP_PONG,
+    OP_TEXT,
+    PONG_FRAME,
+)
+from clientmcp_fast._pure.errors import FrameError  # noqa: E402
+from clientmcp_fast._pure.routing import (  # noqa: E402
+    ROUTE_CONNECT,
+    ROUTE_ECHO,
+    ROUTE_HEALTHZ,
+    ROUTE_MCP,
+    ROUTE_NOT_FOUND,
+)
+
+FrameReader = frames.FrameReader
+build_frame = frames.build_frame
+build_close = frames.build_close
+unmask = frames.unmask
+route = routing.route
+
+__all__ = [
+    "IMPLEMENTATION",
+    "FrameError",
+    "FrameReader",
+    "build_frame",
+    "build_close",
+    "unmask",
+    "route",
+    "EXACT_PING",
+    "EXACT_PONG",
+    "PONG_FRAME",
+    "OP_BINARY",
+    "OP_CLOSE",
+    "OP_CONTINUATION",
+    "OP_EXACT_PING",
+    "OP_PING",
+    "OP_PONG",
+    "OP_TEXT",
+    "ROUTE_CONNECT",
+    "ROUTE_ECHO",
+    "ROUTE_HEALTHZ",
+    "ROUTE_MCP",
+    "ROUTE_NOT_FOUND",
+]
