@@ -1,0 +1,337 @@
+"""The app side of ClientMCP: connect with a token, expose tools, answer the bridge's calls (spec §3).
+
+    app = ClientMCP("ws://127.0.0.1:8080/connect", token)
+    app.expose("add_todo", handler=add_todo, description="Add a todo",
+               input_schema={"type": "object", "properties": {"title": {"type": "string"}}},
+               risk="operate")
+    async with app:          # connects, registers, waits for `registered`
+        await app.closed()   # calls are answered concurrently until the connection ends
+
+A handler is `async def handler(arguments: dict) -> result`. The result may be a full
+CallToolResult (a dict with `content`), a string (one text block), or anything else
+JSON can carry (sent as text and as `structuredContent`). An exception becomes a tool
+error the model can read. A `cancel` from the bridge cancels the handler's task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import websockets
+from websockets.asyncio.client import ClientConnection
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+TokenSource = str | Callable[[], str | Awaitable[str]]
+
+SUBPROTOCOL = "clientmcp.v1"
+PING = '{"type":"ping"}'
+RISK_META = "io.github.clientmcp/risk"
+
+# BRIDGE.md §8: the MCP annotations each risk level implies.
+RISK_ANNOTATIONS: dict[str, dict[str, bool]] = {
+    "observe": {"readOnlyHint": True},
+    "operate": {"readOnlyHint": False, "destructiveHint": False},
+    "manage": {"destructiveHint": True, "idempotentHint": True},
+    "transact": {"destructiveHint": True, "idempotentHint": False, "openWorldHint": True},
+}
+
+# Close codes after which reconnecting cannot help (BRIDGE.md §3): replaced (MUST NOT),
+# a protocol bug, and a refused token (unless a token function can mint a new one).
+_NO_RECONNECT = {4409, 4400, 1007, 1002}
+
+
+def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
+    """A CallToolResult with one text block."""
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
+    if is_error:
+        result["isError"] = True
+    return result
+
+
+def completed(message: str = "Done.", **data: Any) -> dict[str, Any]:
+    """Outcome `completed`: the change holds, seen in the app's own state (spec §9.2)."""
+    return {**text_result(message), "structuredContent": {"status": "completed", **data}}
+
+
+def accepted(operation: str, message: str = "Started.", **data: Any) -> dict[str, Any]:
+    """Outcome `accepted`: it started and goes on as `operation` (spec §9.2)."""
+    return {**text_result(message), "structuredContent": {"status": "accepted", "operation": operation, **data}}
+
+
+def rejected(code: str, detail: str, **data: Any) -> dict[str, Any]:
+    """Outcome `rejected`: nothing changed; `code` is for the agent, `detail` for a reader (spec §9.2)."""
+    return {
+        **text_result(detail, is_error=True),
+        "structuredContent": {"status": "rejected", "reason": {"code": code, "detail": detail}, **data},
+    }
+
+
+def _as_result(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict) and isinstance(value.get("content"), list):
+        return value
+    if isinstance(value, str):
+        return text_result(value)
+    if value is None:
+        return text_result("Done.")
+    result = text_result(json.dumps(value, ensure_ascii=False))
+    if isinstance(value, dict):
+        result["structuredContent"] = value
+    return result
+
+
+@dataclass
+class ExposedTool:
+    """A tool the app declares, and the function that runs it."""
+
+    definition: dict[str, Any]
+    handler: Handler
+
+
+@dataclass
+class _Connection:
+    ws: ClientConnection
+    last_sent: float
+    last_heard: float
+    tasks: dict[str, asyncio.Task] = field(default_factory=dict)
+
+
+class ClientMCP:
+    """One app's connection to a bridge, kept open, re-registered and answered."""
+
+    def __init__(
+        self,
+        url: str,
+        token: TokenSource,
+        *,
+        instructions: str | None = None,
+        ping_interval: float = 25.0,
+        pong_timeout: float = 10.0,
+        reconnect: bool = True,
+        backoff: tuple[float, float] = (0.5, 30.0),
+    ) -> None:
+        self.url = url
+        self._token = token
+        self.instructions = instructions
+        self.ping_interval = ping_interval
+        self.pong_timeout = pong_timeout
+        self.reconnect = reconnect
+        self.backoff = backoff
+        self.tools: dict[str, ExposedTool] = {}
+        self.close_code: int | None = None
+        self.close_reason = ""
+        self.calls_cancelled = 0
+        self._conn: _Connection | None = None
+        self._registered = asyncio.Event()
+        self._pending_registers = 0
+        self._runner: asyncio.Task | None = None
+        self._stopping = False
+        self._done = asyncio.Event()
+
+    # -- declaring tools --------------------------------------------------------------------
+
+    def expose(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        risk: str | None = None,
+        **members: Any,
+    ) -> None:
+        """Declare (or replace) a tool; if connected, the new tool set is registered at once."""
+        definition: dict[str, Any] = {"name": name}
+        if description is not None:
+            definition["description"] = description
+        definition["inputSchema"] = input_schema or {"type": "object"}
+        if risk is not None:
+            if risk not in RISK_ANNOTATIONS:
+                raise ValueError(f"risk must be one of {', '.join(RISK_ANNOTATIONS)}")
+            definition["annotations"] = {**RISK_ANNOTATIONS[risk], **members.pop("annotations", {})}
+            definition["_meta"] = {**members.pop("_meta", {}), RISK_META: risk}
+        definition.update(members)
+        self.tools[name] = ExposedTool(definition, handler)
+        self._register_if_connected()
+
+    def remove(self, name: str) -> None:
+        """Withdraw a tool; if connected, the new tool set is registered at once."""
+        self.tools.pop(name, None)
+        self._register_if_connected()
+
+    def register_message(self) -> str:
+        """The register message declaring the current tool set (spec §3.2)."""
+        message: dict[str, Any] = {"type": "register", "tools": [tool.definition for tool in self.tools.values()]}
+        if self.instructions is not None:
+            message["instructions"] = self.instructions
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+    # -- connecting -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ClientMCP:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def connect(self, timeout: float = 10.0) -> None:
+        """Connect and register; returns once the bridge answered `registered` (spec §3.2)."""
+        self._stopping = False
+        self._done.clear()
+        self._runner = asyncio.get_running_loop().create_task(self._run())
+        registered = asyncio.ensure_future(self._registered.wait())
+        finished = asyncio.ensure_future(self._done.wait())
+        try:
+            await asyncio.wait({registered, finished}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            registered.cancel()
+            finished.cancel()
+        if not self._registered.is_set():
+            await self.close()
+            raise ConnectionError(f"not registered: closed with {self.close_code} {self.close_reason}".strip())
+
+    async def close(self) -> None:
+        """Close the connection (1000) and stop reconnecting."""
+        self._stopping = True
+        if self._conn is not None:
+            await self._conn.ws.close()
+        if self._runner is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+            self._runner = None
+
+    async def closed(self) -> None:
+        """Wait until the connection ended for good (no reconnect follows)."""
+        await self._done.wait()
+
+    async def wait_registered(self) -> None:
+        """Wait until every register sent so far was answered with `registered`."""
+        await self._registered.wait()
+
+    async def _token_value(self) -> str:
+        token = self._token() if callable(self._token) else self._token
+        return await token if isinstance(token, Awaitable) else token  # type: ignore[return-value]
+
+    async def _run(self) -> None:
+        delay = self.backoff[0]
+        try:
+            while not self._stopping:
+                try:
+                    ws = await websockets.connect(
+                        self.url, subprotocols=[SUBPROTOCOL, await self._token_value()], max_size=4 * 1024 * 1024
+                    )
+                except (OSError, websockets.InvalidHandshake) as error:
+                    self.close_code, self.close_reason = None, str(error)
+                else:
+                    delay = self.backoff[0]
+                    await self._serve(ws)
+                if self._stopping or not self.reconnect or self.close_code in _NO_RECONNECT:
+                    return
+                if self.close_code == 4401 and not callable(self._token):
+                    return  # the same token would be refused again
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, self.backoff[1])
+        finally:
+            self._done.set()
+
+    async def _serve(self, ws: ClientConnection) -> None:
+        now = asyncio.get_running_loop().time()
+        conn = _Connection(ws, now, now)
+        self._conn = conn
+        self._registered.clear()
+        self._pending_registers = 0
+        pinger = asyncio.get_running_loop().create_task(self._keep_alive(conn))
+        try:
+            await self._send_register(conn)
+            async for raw in ws:
+                conn.last_heard = asyncio.get_running_loop().time()
+                self._on_message(conn, raw)
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            pinger.cancel()
+            for task in conn.tasks.values():
+                task.cancel()
+            self._conn = None
+            close = ws.close_rcvd
+            self.close_code = close.code if close is not None else 1006
+            self.close_reason = close.reason if close is not None else ""
+
+    async def _keep_alive(self, conn: _Connection) -> None:
+        # Spec §3.2: ping after 25 s without sending; nothing heard within 10 s means a dead link.
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(max(0.0, conn.last_sent + self.ping_interval - loop.time()))
+            if loop.time() - conn.last_sent < self.ping_interval:
+                continue
+            pinged_at = loop.time()
+            await self._send(conn, PING)
+            await asyncio.sleep(self.pong_timeout)
+            if conn.last_heard < pinged_at:
+                await conn.ws.close(1011, "no answer to ping")
+                return
+
+    def _register_if_connected(self) -> None:
+        conn = self._conn
+        if conn is not None:
+            asyncio.get_running_loop().create_task(self._send_register(conn))
+
+    async def _send_register(self, conn: _Connection) -> None:
+        self._pending_registers += 1
+        self._registered.clear()
+        await self._send(conn, self.register_message())
+
+    async def _send(self, conn: _Connection, text: str) -> None:
+        conn.last_sent = asyncio.get_running_loop().time()
+        with contextlib.suppress(websockets.ConnectionClosed):
+            await conn.ws.send(text)
+
+    def _on_message(self, conn: _Connection, raw: str | bytes) -> None:
+        message = json.loads(raw)
+        kind = message.get("type")
+        if kind == "registered":
+            self._pending_registers -= 1
+            if self._pending_registers <= 0:
+                self._registered.set()
+        elif kind == "call":
+            call_id = message["id"]
+            task = asyncio.get_running_loop().create_task(
+                self._answer(conn, call_id, message["name"], message.get("arguments", {}))
+            )
+            conn.tasks[call_id] = task
+        elif kind == "cancel":
+            task = conn.tasks.pop(message["id"], None)
+            if task is not None:
+                self.calls_cancelled += 1
+                task.cancel()
+
+    async def _answer(self, conn: _Connection, call_id: str, name: str, arguments: dict[str, Any]) -> None:
+        tool = self.tools.get(name)
+        try:
+            if tool is None:
+                result = text_result(f"Unknown tool: {name}", is_error=True)
+            else:
+                try:
+                    result = _as_result(await tool.handler(arguments))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:  # the model learns why the tool failed
+                    result = text_result(f"{type(error).__name__}: {error}", is_error=True)
+            payload = json.dumps({"type": "result", "id": call_id, "result": result}, ensure_ascii=False)
+            if len(payload.encode("utf-8")) > 4 * 1024 * 1024:
+                payload = json.dumps(
+                    {
+                        "type": "result",
+                        "id": call_id,
+                        "result": text_result("The result is too large to deliver (over 4 MiB).", is_error=True),
+                    }
+                )
+            await self._send(conn, payload)
+        finally:
+            conn.tasks.pop(call_id, None)

@@ -1,0 +1,155 @@
+"""Shared fixtures: a real bridge on 127.0.0.1 run by its own event loop in a thread, and tokens for it."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from clientmcp_fast.config import Settings
+from clientmcp_fast.core.limits import Limits
+from clientmcp_fast.core.tokens import mint
+from clientmcp_fast.net.server import Server, new_event_loop
+
+SECRET = b"tests-only-secret-0123456789abcdef0123456789"
+
+T = TypeVar("T")
+_LIMIT_FIELDS = {f.name for f in dataclasses.fields(Limits)}
+
+
+def make_token(role: str, client_id: str, ttl: float = 3600, secret: bytes = SECRET) -> str:
+    """A token signed with the test secret."""
+    return mint(secret, role, client_id, ttl, time.time())
+
+
+class RunningBridge:
+    """A real bridge listening on 127.0.0.1 with a free port, its loop in a background thread."""
+
+    def __init__(self, **overrides: Any) -> None:
+        limits = {k: v for k, v in overrides.items() if k in _LIMIT_FIELDS}
+        rest = {k: v for k, v in overrides.items() if k not in _LIMIT_FIELDS}
+        self.settings = Settings(
+            secrets=(SECRET,),
+            signing_secret=SECRET,
+            host="127.0.0.1",
+            port=0,
+            limits=dataclasses.replace(Limits(), **limits),
+            **rest,
+        )
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.server: Server | None = None
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="bridge", daemon=True)
+
+    def _run(self) -> None:
+        loop = new_event_loop()
+        asyncio.set_event_loop(loop)
+        self.loop = loop
+        try:
+            self.server = Server(self.settings, loop)
+            loop.run_until_complete(self.server.start())
+        except BaseException as error:  # surfaced by start()
+            self._error = error
+            self._started.set()
+            return
+        self._started.set()
+        loop.run_forever()
+        loop.close()
+
+    def start(self) -> RunningBridge:
+        self._thread.start()
+        self._started.wait(10)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        """Shut the bridge down gracefully (as on SIGTERM) and stop its loop."""
+        if self.loop is None or not self._thread.is_alive():
+            return
+        future = asyncio.run_coroutine_threadsafe(self.server.shutdown(), self.loop)  # type: ignore[union-attr]
+        future.result(15)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+    # -- addresses and credentials ----------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self.server.port  # type: ignore[union-attr]
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.http_url}/mcp"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/connect"
+
+    def token(self, role: str, client_id: str, ttl: float = 3600) -> str:
+        return make_token(role, client_id, ttl)
+
+    # -- looking inside, from the test thread -----------------------------------------------
+
+    def call(self, fn: Callable[[Server], T]) -> T:
+        """Run `fn(server)` on the bridge's loop and return its result (the state is not thread-safe)."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(fn(self.server))  # type: ignore[arg-type]
+            except BaseException as error:
+                future.set_exception(error)
+
+        self.loop.call_soon_threadsafe(run)  # type: ignore[union-attr]
+        return future.result(10)
+
+    def wait_for(self, predicate: Callable[[Server], bool], timeout: float = 5.0) -> None:
+        """Wait until `predicate(server)` holds on the bridge's loop; fail the test after `timeout`."""
+        give_up = time.monotonic() + timeout
+        while not self.call(predicate):
+            if time.monotonic() > give_up:
+                raise AssertionError(f"bridge state never satisfied {predicate}")
+            time.sleep(0.01)
+
+    def assert_nothing_leaks(self) -> None:
+        """No call in flight, no legacy call remembered, no app connection left, no stream left."""
+        self.wait_for(
+            lambda s: len(s.bridge.calls) == 0
+            and not s.agents._legacy_calls
+            and s.bridge.app_connections == 0
+            and not s.websockets
+            and s.bridge.stream_count == 0
+        )
+
+
+@pytest.fixture
+def start_bridge() -> Iterator[Callable[..., RunningBridge]]:
+    """A factory: `start_bridge(app_idle_timeout=0.5, ...)` runs a bridge with those settings."""
+    running: list[RunningBridge] = []
+
+    def start(**overrides: Any) -> RunningBridge:
+        bridge = RunningBridge(**overrides).start()
+        running.append(bridge)
+        return bridge
+
+    yield start
+    for bridge in running:
+        bridge.stop()
+
+
+@pytest.fixture
+def bridge(start_bridge: Callable[..., RunningBridge]) -> RunningBridge:
+    """A bridge with the default settings."""
+    return start_bridge()
