@@ -1,0 +1,1 @@
+cpdef tuple route(bytes target)

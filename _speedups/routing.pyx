@@ -1,0 +1,32 @@
+# cython: language_level=3
+"""Request-target routing (BRIDGE.md §1); the compiled twin of `clientmcp_fast/_pure/routing.py`."""
+
+from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO, ROUTE_HEALTHZ, ROUTE_MCP, ROUTE_NOT_FOUND
+
+cdef tuple _NOT_FOUND = (ROUTE_NOT_FOUND, b"")
+cdef tuple _CONNECT = (ROUTE_CONNECT, b"")
+cdef tuple _MCP = (ROUTE_MCP, b"")
+cdef tuple _HEALTHZ = (ROUTE_HEALTHZ, b"")
+cdef tuple _ECHO = (ROUTE_ECHO, b"")
+
+
+cpdef tuple route(bytes target):
+    """The route of a request target, and the agent token of `/mcp/<token>` (else b"")."""
+    cdef Py_ssize_t query = target.find(b"?")
+    cdef bytes path = target if query < 0 else target[:query]
+    cdef bytes token
+    # The hot targets first: every agent request is /mcp.
+    if path == b"/mcp":
+        return _MCP
+    if path.startswith(b"/mcp/"):
+        token = path[5:]
+        if token and b"/" not in token:
+            return (ROUTE_MCP, token)
+        return _NOT_FOUND
+    if path == b"/connect":
+        return _CONNECT
+    if path == b"/healthz":
+        return _HEALTHZ
+    if path == b"/_echo":
+        return _ECHO
+    return _NOT_FOUND

@@ -1,0 +1,120 @@
+"""The compiled `_speedups` and their pure twins behave identically, and the right one is live."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from clientmcp_fast import speedups
+from clientmcp_fast._pure import frames as pure_frames
+from clientmcp_fast._pure import routing as pure_routing
+from clientmcp_fast._pure.errors import FrameError
+
+# Imported directly, never skipped: `make test` builds the extensions, and a missing build must fail.
+from clientmcp_fast._speedups import frames as compiled_frames  # noqa: E402
+from clientmcp_fast._speedups import routing as compiled_routing  # noqa: E402
+
+MAX = 4 * 1024 * 1024
+
+
+def test_live_implementation_is_the_one_asked_for():
+    if os.environ.get("CLIENTMCP_NO_EXTENSIONS"):
+        assert speedups.IMPLEMENTATION == "pure"
+        assert speedups.FrameReader is pure_frames.FrameReader
+    elif os.environ.get("CLIENTMCP_BUILD_EXTENSION") == "yes":
+        # `make test-compiled` requires the build: a silent fallback must fail here.
+        assert speedups.IMPLEMENTATION == "compiled"
+        assert speedups.FrameReader is compiled_frames.FrameReader
+
+
+def _mask(payload: bytes, key: bytes) -> bytes:
+    return bytes(byte ^ key[i % 4] for i, byte in enumerate(payload))
+
+
+def _client_frame(rnd: random.Random, opcode: int, payload: bytes, fin=True, masked=True, rsv=0) -> bytes:
+    size = len(payload)
+    head = bytes([(0x80 if fin else 0) | rsv | opcode])
+    bit = 0x80 if masked else 0
+    if size < 126:
+        head += bytes([bit | size])
+    elif size < 65536:
+        head += bytes([bit | 126]) + size.to_bytes(2, "big")
+    else:
+        head += bytes([bit | 127]) + size.to_bytes(8, "big")
+    if not masked:
+        return head + payload
+    key = rnd.randbytes(4)
+    return head + key + _mask(payload, key)
+
+
+def _random_stream(rnd: random.Random) -> bytes:
+    stream = b""
+    for _ in range(rnd.randint(1, 5)):
+        kind = rnd.random()
+        if kind < 0.1:
+            stream += _client_frame(rnd, 1, b'{"type":"ping"}')
+        elif kind < 0.15:
+            stream += _client_frame(rnd, rnd.choice([3, 11, 0]), b"x", fin=rnd.random() < 0.5)
+        elif kind < 0.2:
+            stream += _client_frame(rnd, 1, b"a", masked=False)
+        elif kind < 0.25:
+            stream += _client_frame(rnd, 9, rnd.randbytes(rnd.choice([0, 125, 126])))
+        else:
+            size = rnd.choice([0, 1, 7, 8, 9, 15, 125, 126, 127, 65535, 65536]) if rnd.random() < 0.3 else rnd.randint(0, 300)
+            stream += _client_frame(
+                rnd,
+                rnd.choice([0, 1, 2, 8, 9, 10]),
+                rnd.randbytes(size),
+                fin=rnd.random() < 0.8,
+                rsv=0x40 if rnd.random() < 0.03 else 0,
+            )
+    return stream
+
+
+def _frames_or_error(module, chunks: list[bytes]) -> list:
+    reader = module.FrameReader(MAX)
+    out: list = []
+    try:
+        for chunk in chunks:
+            out += reader.feed(chunk)
+    except FrameError as error:
+        out.append(("error", error.code, error.reason))
+    return out
+
+
+def test_frame_reader_twins_agree_on_random_streams_in_random_chunks():
+    rnd = random.Random(20261130)
+    for _ in range(2000):
+        stream = _random_stream(rnd)
+        cuts = sorted(rnd.sample(range(1, len(stream)), min(len(stream) - 1, rnd.randint(0, 6))))
+        chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
+        assert _frames_or_error(pure_frames, chunks) == _frames_or_error(compiled_frames, chunks)
+
+
+def test_frame_reader_twins_agree_byte_at_a_time():
+    rnd = random.Random(7)
+    for _ in range(100):
+        stream = _random_stream(rnd)
+        chunks = [stream[i : i + 1] for i in range(len(stream))]
+        assert _frames_or_error(pure_frames, chunks) == _frames_or_error(compiled_frames, chunks)
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 125, 126, 65535, 65536, 100_000])
+def test_build_and_unmask_twins_agree(size):
+    rnd = random.Random(size)
+    payload, key = rnd.randbytes(size), rnd.randbytes(4)
+    for opcode in (1, 2, 9, 10):
+        assert pure_frames.build_frame(opcode, payload) == compiled_frames.build_frame(opcode, payload)
+    assert pure_frames.unmask(payload, key) == compiled_frames.unmask(payload, key) == _mask(payload, key)
+    assert pure_frames.build_close(4409, b"replaced") == compiled_frames.build_close(4409, b"replaced")
+
+
+@pytest.mark.parametrize(
+    "target",
+    [b"/mcp", b"/mcp/", b"/mcp/abc.def", b"/mcp/a/b", b"/mcp?x=1", b"/mcp/tok?x=1", b"/connect",
+     b"/connect?a", b"/healthz", b"/_echo", b"/", b"", b"/mcpx", b"/healthz/", b"/CONNECT"],
+)
+def test_routing_twins_agree(target):
+    assert pure_routing.route(target) == compiled_routing.route(target)
