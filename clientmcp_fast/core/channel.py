@@ -28,6 +28,7 @@ from clientmcp_fast.core.websocket import (
     check_upgrade,
     offered_subprotocols,
 )
+from clientmcp_fast.log import logger
 from clientmcp_fast.speedups import PONG_FRAME
 
 if TYPE_CHECKING:
@@ -94,9 +95,11 @@ class AppChannel:
         try:
             client_id = bridge.verifier.verify(token, ROLE_CLIENT, now)
         except TokenError as error:
+            logger.warning("app refused: %s", error)
             self.close(4401, str(error))
             return
         self.client_id = client_id
+        logger.info("app %s connected", client_id)
         bridge.attach(self, now)
 
     def receive_data(self, data: bytes, now: float) -> None:
@@ -140,6 +143,7 @@ class AppChannel:
 
     def on_close(self, code: int, reason: str) -> None:
         if self.client_id is not None:
+            logger.info("app %s closed: %d %s", self.client_id, code, reason)
             self.bridge.detach(self)
 
     def on_text(self, payload: bytes) -> None:
@@ -150,6 +154,10 @@ class AppChannel:
             return
         except msgspec.DecodeError:
             self.close(4400, "message is not valid JSON")
+            return
+        except RecursionError:
+            # msgspec refuses very deep nesting this way; it is the app's mistake, not ours.
+            self.close(4400, "message nests too deeply")
             return
         kind = message.type
         if kind == "result":
@@ -173,7 +181,7 @@ class AppChannel:
             return
         try:
             shape = decode_result_shape(result)
-        except msgspec.ValidationError:  # the message parsed, so only its shape can be wrong
+        except (msgspec.ValidationError, RecursionError):  # the message parsed: only its shape can be wrong
             shape = None
         if shape is None or memoryview(shape.content)[0] != 0x5B:  # "["
             self.close(4400, "result: result must be an object with a content array")

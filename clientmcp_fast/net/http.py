@@ -9,6 +9,7 @@ client channel; this module only frames bytes.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from clientmcp_fast.core.http import (
 )
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 from clientmcp_fast.core.websocket import HandshakeError, accept_response, check_upgrade
+from clientmcp_fast.log import logger, redact_target
 from clientmcp_fast.speedups import ROUTE_CONNECT, ROUTE_ECHO, ROUTE_HEALTHZ, ROUTE_MCP, route
 
 if TYPE_CHECKING:
@@ -62,7 +64,9 @@ class HttpExchange:
         self._state = _DONE
         self.on_abandon = None
         close = self._conn.must_close(self.request)
-        self._conn.finish(self, response_head(status, headers, len(body), close) + body, close)
+        head = response_head(status, headers, len(body), close)
+        # RFC 9110 §9.3.2: a HEAD answer has the head a GET would get, and no content.
+        self._conn.finish(self, head if self.request.method == b"HEAD" else head + body, close)
 
     def start_stream(self, headers: Headers) -> None:
         if self._state != _PENDING:
@@ -331,6 +335,8 @@ class HttpProtocol(asyncio.Protocol):
 
     def _dispatch(self, exchange: HttpExchange) -> None:
         request = exchange.request
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s %s", request.method.decode("latin-1"), redact_target(request.target))
         kind, token = route(request.target)
         if kind == ROUTE_MCP:
             self.server.agents.handle(exchange, token, self.server.loop.time())
@@ -348,6 +354,8 @@ class HttpProtocol(asyncio.Protocol):
 
     def _plain(self, exchange: HttpExchange, status: int, text: str, extra: Headers = ()) -> None:
         data = plain_response(status, text, extra, self.must_close(exchange.request))
+        if exchange.request.method == b"HEAD":
+            data = data[: data.index(b"\r\n\r\n") + 4]  # no content in a HEAD answer (RFC 9110 §9.3.2)
         exchange._state = _DONE
         self.finish(exchange, data, self.must_close(exchange.request))
 
