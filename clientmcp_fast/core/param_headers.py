@@ -39,6 +39,18 @@ _SUBSCHEMA_LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
 _SUBSCHEMA_MAP = frozenset({"patternProperties", "dependentSchemas", "$defs", "definitions"})
 
 
+# Property and header names are the app's: cut in messages, which end up in a close
+# reason of at most 123 bytes that must still name the problem (BRIDGE.md §3).
+_SHOWN_BYTES = 30
+
+
+def _quoted(text: str) -> str:
+    text = text[:_SHOWN_BYTES]
+    while len(repr(text).encode()) > _SHOWN_BYTES:
+        text = text[:-1]
+    return repr(text)
+
+
 class InvalidAnnotation(ValueError):
     """An `x-mcp-header` annotation breaks MCP's constraints; the message names it."""
 
@@ -81,16 +93,16 @@ def header_params(input_schema: dict) -> tuple[HeaderParam, ...]:
             continue
         if not path:
             raise InvalidAnnotation(f"{X_MCP_HEADER} is only allowed on a property reached through properties")
-        where = ".".join(path)
+        where = _quoted(".".join(path))
         name = schema[X_MCP_HEADER]
         if not isinstance(name, str) or not RFC9110_TOKEN.fullmatch(name):
-            raise InvalidAnnotation(f"{X_MCP_HEADER} of {where!r} is not an HTTP token")
+            raise InvalidAnnotation(f"{X_MCP_HEADER} of {where} is not an HTTP token")
         prop_type = schema.get("type")
         if not isinstance(prop_type, str) or prop_type not in HEADER_TYPES:
-            raise InvalidAnnotation(f"{X_MCP_HEADER} of {where!r} needs type string, integer or boolean")
+            raise InvalidAnnotation(f"{X_MCP_HEADER} of {where} needs type string, integer or boolean")
         header = "mcp-param-" + name.lower()
         if header in found:
-            raise InvalidAnnotation(f"{X_MCP_HEADER} {name!r} is declared twice")
+            raise InvalidAnnotation(f"{X_MCP_HEADER} {_quoted(name)} is declared twice")
         found[header] = HeaderParam(header, path, prop_type)
     return tuple(found.values())
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 
+from clientmcp_fast.core.limits import MAX_CLOSE_REASON_BYTES
 from clientmcp_fast.core.messages import decode_raw_list, decode_tool_head
 from clientmcp_fast.core.param_headers import HeaderParam, InvalidAnnotation, header_params
 
@@ -44,11 +45,21 @@ class ToolSet:
 EMPTY_TOOLSET = ToolSet({}, b"[]", None)
 
 
-def _label(index: int, name: Any) -> str:
+def _problem(index: int, name: Any, problem: str) -> RegisterError:
+    """`tools[i] "name": problem`, the name cut so that the whole fits a close frame (BRIDGE.md §3)."""
+    head = f"tools[{index}]"
     if isinstance(name, str):
-        shown = json.dumps(name[:40], ensure_ascii=False)
-        return f"tools[{index}] {shown}"
-    return f"tools[{index}]"
+        # A close reason is cut at 123 bytes: shorten the name rather than lose the problem.
+        room = MAX_CLOSE_REASON_BYTES - len(f"{head} : {problem}".encode())
+        name = name[:40]
+        while True:
+            shown = json.dumps(name, ensure_ascii=False)
+            if len(shown.encode()) <= room:
+                return RegisterError(f"{head} {shown}: {problem}")
+            if not name:
+                break
+            name = name[:-1]
+    return RegisterError(f"{head}: {problem}")
 
 
 def parse_register(
@@ -65,6 +76,8 @@ def parse_register(
         raw_tools = decode_raw_list(tools)
     except msgspec.ValidationError:
         raise RegisterError("register: tools must be an array") from None
+    except RecursionError:
+        raise RegisterError("register: tools nest too deeply") from None
     if len(raw_tools) > max_tools:
         raise RegisterError(f"register: {len(raw_tools)} tools, over the limit of {max_tools}")
     declared: dict[str, Tool] = {}
@@ -73,29 +86,30 @@ def parse_register(
             head = decode_tool_head(raw)
         except msgspec.ValidationError:
             raise RegisterError(f"tools[{index}]: not an object") from None
+        except RecursionError:
+            raise RegisterError(f"tools[{index}]: nests too deeply") from None
         name = head.name
-        label = _label(index, name)
         if name is msgspec.UNSET:
-            raise RegisterError(f"{label}: name is missing")
+            raise _problem(index, name, "name is missing")
         if not isinstance(name, str):
-            raise RegisterError(f"{label}: name must be a string")
+            raise _problem(index, name, "name must be a string")
         if not TOOL_NAME.fullmatch(name):
             if not 1 <= len(name) <= 128:
-                raise RegisterError(f"{label}: name must be 1-128 characters")
-            raise RegisterError(f"{label}: name has invalid characters")
+                raise _problem(index, name, "name must be 1-128 characters")
+            raise _problem(index, name, "name has invalid characters")
         if name in declared:
-            raise RegisterError(f"{label}: name declared twice")
+            raise _problem(index, name, "name declared twice")
         schema = head.inputSchema
         if schema is msgspec.UNSET:
-            raise RegisterError(f"{label}: inputSchema is missing")
+            raise _problem(index, name, "inputSchema is missing")
         if not isinstance(schema, dict):
-            raise RegisterError(f"{label}: inputSchema must be an object")
+            raise _problem(index, name, "inputSchema must be an object")
         if schema.get("type") != "object":
-            raise RegisterError(f'{label}: inputSchema needs "type": "object"')
+            raise _problem(index, name, 'inputSchema needs "type": "object"')
         try:
             params = header_params(schema)
         except InvalidAnnotation as error:
-            raise RegisterError(f"{label}: {error}") from None
+            raise _problem(index, name, str(error)) from None
         declared[name] = Tool(name, bytes(raw), params)
     tools_json = b"[" + b",".join(tool.raw for tool in declared.values()) + b"]"
     return ToolSet(declared, tools_json, instructions)

@@ -1,0 +1,203 @@
+"""Recording fakes for the sans-I/O core: a link that parses the frames it gets, waiters, streams.
+
+Frames are built and parsed here independently of the package's frame code, so that
+the tests check the bytes on the wire rather than the package against itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from clientmcp_fast.core.bridge import Bridge
+from clientmcp_fast.core.channel import AppChannel
+from clientmcp_fast.core.limits import Limits
+from clientmcp_fast.core.tokens import TokenVerifier, mint
+
+SECRET = b"core-tests-secret-0123456789abcdef-0123"
+NOW = 1_700_000_000.0
+
+OP_TEXT = 0x1
+OP_BINARY = 0x2
+OP_CLOSE = 0x8
+
+_MASK = b"\x37\xfa\x21\x3d"
+
+
+def client_frame(opcode: int, payload: bytes, *, fin: bool = True, mask: bytes = _MASK) -> bytes:
+    """One masked client frame (RFC 6455 §5.2), as a browser would send it."""
+    n = len(payload)
+    first = (0x80 if fin else 0) | opcode
+    if n < 126:
+        head = bytes((first, 0x80 | n))
+    elif n < 0x10000:
+        head = bytes((first, 0x80 | 126)) + n.to_bytes(2, "big")
+    else:
+        head = bytes((first, 0x80 | 127)) + n.to_bytes(8, "big")
+    masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
+    return head + mask + masked
+
+
+def client_text(message: Any) -> bytes:
+    """A masked text frame: bytes and str are sent as they are, anything else as compact JSON."""
+    if isinstance(message, bytes):
+        payload = message
+    elif isinstance(message, str):
+        payload = message.encode("utf-8")
+    else:
+        payload = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    return client_frame(OP_TEXT, payload)
+
+
+def parse_server_frames(data: bytes) -> list[tuple[int, bytes]]:
+    """Split what a server wrote into (opcode, payload); fails on anything a server must not send."""
+    frames = []
+    pos = 0
+    while pos < len(data):
+        first, second = data[pos], data[pos + 1]
+        assert first & 0x80, "server frames are never fragmented here"
+        assert not first & 0x70, "reserved bits set"
+        assert not second & 0x80, "a server frame must not be masked"
+        n = second & 0x7F
+        pos += 2
+        if n == 126:
+            n = int.from_bytes(data[pos : pos + 2], "big")
+            pos += 2
+        elif n == 127:
+            n = int.from_bytes(data[pos : pos + 8], "big")
+            pos += 8
+        payload = bytes(data[pos : pos + n])
+        assert len(payload) == n, "truncated frame"
+        pos += n
+        frames.append((first & 0x0F, payload))
+    return frames
+
+
+class RecordingLink:
+    """A `Link` that keeps every byte written and every request to end the transport."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.ends: list[bool] = []
+        self.written_after_end = 0
+        self._seen = 0
+
+    def write(self, data: bytes) -> None:
+        if self.ends:
+            self.written_after_end += 1
+        self.data += data
+
+    def end(self, wait_for_peer: bool) -> None:
+        self.ends.append(wait_for_peer)
+
+    def frames(self) -> list[tuple[int, bytes]]:
+        """Every frame written so far."""
+        return parse_server_frames(bytes(self.data))
+
+    def new_frames(self) -> list[tuple[int, bytes]]:
+        """The frames written since the last call of this method."""
+        frames = self.frames()
+        fresh = frames[self._seen :]
+        self._seen = len(frames)
+        return fresh
+
+    def texts(self) -> list[bytes]:
+        """The payloads of every text frame written so far."""
+        return [payload for opcode, payload in self.frames() if opcode == OP_TEXT]
+
+    def messages(self) -> list[Any]:
+        """Every text frame written so far, decoded as JSON."""
+        return [json.loads(payload) for payload in self.texts()]
+
+    def close(self) -> tuple[int, str] | None:
+        """The (code, reason) of the close frame written, or None; more than one is a bug."""
+        closes = [payload for opcode, payload in self.frames() if opcode == OP_CLOSE]
+        assert len(closes) <= 1, f"several close frames: {closes!r}"
+        if not closes:
+            return None
+        payload = closes[0]
+        assert len(payload) <= 125, "a control frame carries at most 125 bytes"
+        return int.from_bytes(payload[:2], "big"), payload[2:].decode("utf-8")
+
+
+class RecordingWaiter:
+    """A `Waiter` (core/calls.py) that records what it is told, in order."""
+
+    def __init__(self, wants_stream: bool = False) -> None:
+        self.wants_stream = wants_stream
+        self.events: list[tuple] = []
+
+    def call_result(self, result: bytes, has_result_type: bool) -> None:
+        self.events.append(("result", bytes(result), has_result_type))
+
+    def call_error(self, text: str) -> None:
+        self.events.append(("error", text))
+
+    def call_slow(self) -> None:
+        self.events.append(("slow",))
+
+    def call_tick(self) -> None:
+        self.events.append(("tick",))
+
+
+class RecordingStream:
+    """A `NotificationStream` (core/bridge.py) that records what it is told, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def tools_changed(self) -> None:
+        self.events.append("tools_changed")
+
+    def keep_alive(self) -> None:
+        self.events.append("keep_alive")
+
+    def end(self) -> None:
+        self.events.append("end")
+
+
+class RecordingWake:
+    """The bridge's `wake(when)` callback, recording every time it is asked for."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def __call__(self, when: float) -> None:
+        self.times.append(when)
+
+
+def token(client_id: str, role: str = "client", *, now: float = NOW, ttl: float = 3600) -> str:
+    """A token signed with the core tests' secret."""
+    return mint(SECRET, role, client_id, ttl, now)
+
+
+def make_bridge(
+    *, wake: RecordingWake | None = None, max_app_connections: int | None = None, **limits: Any
+) -> Bridge:
+    """A bridge verifying the core tests' secret, with some limits changed."""
+    return Bridge(Limits(**limits), TokenVerifier([SECRET]), wake or RecordingWake(), max_app_connections)
+
+
+def connect(
+    bridge: Bridge, client_id: str | None = "app-1", *, now: float = NOW, offered: str | None = None
+) -> tuple[AppChannel, RecordingLink]:
+    """An app connection through the handshake: a valid client token for `client_id`, or `offered`."""
+    link = RecordingLink()
+    channel = AppChannel(bridge, link, now)
+    channel.open(offered if client_id is None else token(client_id), now)
+    return channel, link
+
+
+def send(channel: AppChannel, message: Any, now: float = NOW) -> None:
+    """Feed one masked text frame holding `message` to the channel."""
+    channel.receive_data(client_text(message), now)
+
+
+def tool(name: str, **extra: Any) -> dict:
+    """A minimal valid tool declaration."""
+    return {"name": name, "inputSchema": {"type": "object"}, **extra}
+
+
+def register(channel: AppChannel, *tools: dict, now: float = NOW, **members: Any) -> None:
+    """Send a register declaring `tools` (and any other members, such as instructions)."""
+    send(channel, {"type": "register", "tools": list(tools), **members}, now)
