@@ -54,6 +54,9 @@ def _serve(flags: argparse.Namespace) -> int:
     asyncio.set_event_loop(loop)
     try:
         loop.run_until_complete(Server(settings, loop).run())
+    except OSError as error:
+        print(f"clientmcp: error: cannot listen on {settings.host}:{settings.port}: {error.strerror}", file=sys.stderr)
+        return 1
     finally:
         loop.close()
     return 0

@@ -259,7 +259,7 @@ class ClientMCP:
             for task in conn.tasks.values():
                 task.cancel()
             self._conn = None
-            close = ws.close_rcvd
+            close = ws.protocol.close_rcvd
             self.close_code = close.code if close is not None else 1006
             self.close_reason = close.reason if close is not None else ""
 

@@ -341,6 +341,9 @@ class AgentEndpoint:
         except msgspec.DecodeError:
             context.fail(400, NULL_ID, PARSE_ERROR, "Parse error: the body is not JSON")
             return
+        except RecursionError:
+            context.fail(400, NULL_ID, PARSE_ERROR, "Parse error: the body nests too deeply")
+            return
         if isinstance(message, list):
             self._batch(context, message, now)
         else:

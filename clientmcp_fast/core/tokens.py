@@ -62,7 +62,7 @@ def _time_claim(claims: dict, name: str) -> float | None:
 class TokenVerifier:
     """Verifies tokens against every configured secret, caching signatures already checked."""
 
-    __slots__ = ("_secrets", "_cache", "_cache_size")
+    __slots__ = ("_secrets", "_cache", "_cache_size", "wall_offset")
 
     def __init__(self, secrets: Sequence[bytes], *, cache_size: int = 10_000) -> None:
         if not secrets:
@@ -70,9 +70,13 @@ class TokenVerifier:
         self._secrets = tuple(secrets)
         self._cache: dict[str, Grant] = {}
         self._cache_size = cache_size
+        # exp and nbf are Unix times, while the server's `now` is its loop's monotonic clock:
+        # the server sets the difference here, so that `now + wall_offset` is Unix time.
+        self.wall_offset = 0.0
 
     def verify(self, token: str, role: str, now: float) -> str:
         """The client ID of a valid `role` token at time `now`; raises `TokenError` otherwise."""
+        now += self.wall_offset
         grant = self._cache.get(token)
         if grant is None:
             grant = self._check_signature_and_claims(token)

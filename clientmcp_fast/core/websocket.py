@@ -141,8 +141,9 @@ class WebSocket:
         try:
             frames = self._reader.feed(data)
         except FrameError as error:
-            # Frames parsed before the error are lost with the connection anyway.
-            self.close(error.code, error.reason)
+            # The byte stream cannot be parsed past this point, so no close frame from the peer
+            # could be read either: fail the connection at once (RFC 6455 §7.1.7).
+            self._fail(error.code, error.reason)
             return
         handler = self._handler
         for opcode, fin, payload in frames:
@@ -268,6 +269,16 @@ class WebSocket:
         self._link.write(build_close(code, close_reason_bytes(reason)))
         self._link.end(True)
         self._handler.on_close(code, reason)
+
+    def _fail(self, code: int, reason: str) -> None:
+        if self.state == OPEN:
+            self.state = CLOSED
+            self._link.write(build_close(code, close_reason_bytes(reason)))
+            self._link.end(False)
+            self._handler.on_close(code, reason)
+        elif self.state == CLOSING:
+            self.state = CLOSED
+            self._link.end(False)
 
     def connection_lost(self) -> None:
         """The transport ended; if the connection had not closed yet, the handler hears 1006."""

@@ -397,7 +397,8 @@ class HttpProtocol(asyncio.Protocol):
 
     def must_close(self, request: Request) -> bool:
         """Whether the connection ends after answering `request`."""
-        return not request.keep_alive or self.server.shutting_down
+        # While shutting down, requests already queued are still answered, the last one closing.
+        return not request.keep_alive or (self.server.shutting_down and not self._queue)
 
     def write(self, data: bytes) -> None:
         if not self._closed:
@@ -427,6 +428,6 @@ class HttpProtocol(asyncio.Protocol):
         self._close()
 
     def shutdown(self) -> None:
-        """The bridge stops: idle connections close now, busy ones after their answer."""
-        if self._current is None and not self._queue:
+        """The bridge stops: idle connections close now; a request begun is still answered, then closes."""
+        if self._current is None and not self._queue and not self._in_head:
             self._close()

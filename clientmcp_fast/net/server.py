@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import resource
 import signal
+import time
 from typing import TYPE_CHECKING
 
 from clientmcp_fast.config import Settings
@@ -57,6 +58,7 @@ class Server:
         self.limits = settings.limits
         self.loop = loop or asyncio.get_running_loop()
         self.verifier = TokenVerifier(settings.secrets)
+        self._sync_wall_clock()
         self.bridge = Bridge(self.limits, self.verifier, self.wake, app_connection_limit(self.limits))
         self.agents = AgentEndpoint(self.bridge, self.verifier, settings.allowed_origins)
         self.http_connections: set[HttpProtocol] = set()
@@ -103,9 +105,15 @@ class Server:
             self._http_sweep = self.loop.call_later(self._http_sweep_every, self._sweep_http)
         return True
 
+    def _sync_wall_clock(self) -> None:
+        # Tokens carry Unix times while `now` is the loop's monotonic clock; the offset is
+        # refreshed every sweep so that a corrected system clock is followed.
+        self.verifier.wall_offset = time.time() - self.loop.time()
+
     def _sweep_http(self) -> None:
         # One sweep a second over all connections instead of a timer per connection re-armed
         # on every request: cheaper on the hot path, and exact enough for 10-75 s timeouts.
+        self._sync_wall_clock()
         now = self.loop.time()
         for conn in list(self.http_connections):
             if conn.deadline is not None and conn.deadline <= now:

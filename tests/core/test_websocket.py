@@ -147,11 +147,13 @@ class Connection:
         assert len(payload) >= 2, payload
         return int.from_bytes(payload[:2], "big"), payload[2:]
 
-    def assert_failed(self, code: int) -> None:
-        """The connection failed with `code`: one close frame, end(True), and the handler told once."""
+    def assert_failed(self, code: int, *, stream_broken: bool = False) -> None:
+        """The connection failed with `code`: one close frame, the handler told once, and the transport
+        either waiting for the peer's close (end(True)) or, when the byte stream itself is broken and no
+        close frame could be parsed from it, ended at once (end(False), RFC 6455 §7.1.7)."""
         sent_code, _ = self.sent_close()
         assert sent_code == code
-        assert self.link.ends == [True]
+        assert self.link.ends == [not stream_broken]
         closes = [event for event in self.events if event[0] == "close"]
         assert len(closes) == 1
         assert closes[0][1] == code
@@ -454,7 +456,7 @@ class TestFragmentation:
     def test_single_frame_over_4_mib_is_1009_from_its_header(self, conn: Connection) -> None:
         header = bytes((0x82, 0x80 | 127)) + struct.pack("!Q", MAX_MESSAGE_BYTES + 1) + MASK
         conn.receive(header)
-        conn.assert_failed(1009)
+        conn.assert_failed(1009, stream_broken=True)
 
 
 class TestUtf8:
@@ -622,10 +624,21 @@ class TestClosingHandshake:
 
     def test_framing_error_closes_with_our_reason(self, conn: Connection) -> None:
         conn.receive(client_frame(TEXT, b"hi", masked=False))
-        conn.assert_failed(1002)
+        conn.assert_failed(1002, stream_broken=True)
         _, reason = conn.sent_close()
         assert reason
         reason.decode("utf-8")
+
+    def test_after_a_framing_error_nothing_more_is_read(self, conn: Connection) -> None:
+        conn.receive(client_frame(TEXT, b"hi", masked=False) + client_frame(CLOSE, struct.pack("!H", 1000)))
+        conn.assert_failed(1002, stream_broken=True)
+        assert [event[0] for event in conn.events] == ["close"]
+
+    def test_after_a_message_error_the_peers_close_reply_is_read(self, conn: Connection) -> None:
+        conn.receive(client_frame(TEXT, b"\xff"))
+        conn.assert_failed(1007)
+        conn.receive(client_frame(CLOSE, struct.pack("!H", 1007)))
+        assert conn.link.ends == [True, False]
 
     def test_connection_lost_while_open_is_1006(self, conn: Connection) -> None:
         conn.ws.connection_lost()

@@ -1,0 +1,316 @@
+"""Agents and apps for the end-to-end tests of `/mcp`: the MCP SDK, raw HTTP, and apps on `ClientMCP`.
+
+The app side is always the project's own `clientmcp_fast.client.ClientMCP`, run in the
+test's event loop. The agent side is either the official `mcp` SDK, `httpx2` with
+hand-written requests, or `RawHttp`, a socket speaking HTTP/1.1 byte by byte for what a
+library hides: a missing Accept header, chunk-by-chunk SSE, hanging up mid-call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from clientmcp_fast.client import ClientMCP
+
+MODERN = "2026-07-28"
+# server/discover's supportedVersions and -32022's data.supported (BRIDGE.md §5.0), written out
+# here rather than imported, so that the tests check the package instead of repeating it.
+SUPPORTED = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+OFFLINE = "The application is not connected: its tools are unavailable until it reconnects."
+DISCONNECTED = "The application disconnected before answering."
+
+WAIT = 10.0  # seconds any single expected event may take on a busy 2-core machine
+
+ACCEPT_BOTH = "application/json, text/event-stream"
+
+
+# -- apps -----------------------------------------------------------------------------------
+
+
+class HeldTool:
+    """A tool handler that waits until released, and records its calls and its cancellation."""
+
+    def __init__(self, result: Any = "released") -> None:
+        self.result = result
+        self.arguments: list[dict[str, Any]] = []
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def __call__(self, arguments: dict[str, Any]) -> Any:
+        self.arguments.append(arguments)
+        self.started.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return self.result
+
+
+class SleepyTool:
+    """A tool handler that answers after `seconds`, and records a cancellation."""
+
+    def __init__(self, seconds: float, result: Any = "slept") -> None:
+        self.seconds = seconds
+        self.result = result
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def __call__(self, arguments: dict[str, Any]) -> Any:
+        self.started.set()
+        try:
+            await asyncio.sleep(self.seconds)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return self.result
+
+
+def app_for(bridge: Any, client_id: str, instructions: str | None = None) -> ClientMCP:
+    """An app for `client_id` that does not reconnect by itself (tests decide when it comes back)."""
+    return ClientMCP(
+        bridge.ws_url, bridge.token("client", client_id), instructions=instructions, reconnect=False
+    )
+
+
+@contextlib.asynccontextmanager
+async def online_app(
+    bridge: Any,
+    client_id: str,
+    tools: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]],
+    *,
+    instructions: str | None = None,
+    schemas: dict[str, dict[str, Any]] | None = None,
+) -> AsyncIterator[ClientMCP]:
+    """An app connected and registered with `tools` (name -> handler), closed on exit."""
+    app = app_for(bridge, client_id, instructions)
+    for name, handler in tools.items():
+        app.expose(name, handler, input_schema=(schemas or {}).get(name))
+    async with app:
+        yield app
+
+
+async def wait_registered(app: ClientMCP) -> None:
+    """Wait until the bridge answered every register sent so far."""
+    await asyncio.wait_for(app.wait_registered(), WAIT)
+
+
+async def eventually(bridge: Any, predicate: Callable[[Any], bool], timeout: float = WAIT) -> None:
+    """Wait, without blocking this loop, until `predicate(server)` holds on the bridge's loop."""
+    give_up = time.monotonic() + timeout
+    while not bridge.call(predicate):
+        if time.monotonic() > give_up:
+            raise AssertionError(f"bridge state never satisfied {predicate}")
+        await asyncio.sleep(0.01)
+
+
+async def nothing_leaks(bridge: Any) -> None:
+    """`bridge.assert_nothing_leaks()`, run in a thread so that this loop can still close its sockets."""
+    await asyncio.to_thread(bridge.assert_nothing_leaks)
+
+
+async def stop_bridge(bridge: Any) -> None:
+    """Shut the bridge down gracefully (as on SIGTERM) while this loop keeps reading."""
+    await asyncio.to_thread(bridge.stop)
+
+
+# -- agents: the MCP SDK ------------------------------------------------------------------
+
+
+def bearer(bridge: Any, client_id: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {bridge.token('agent', client_id)}"}
+
+
+@contextlib.asynccontextmanager
+async def sdk_agent(bridge: Any, client_id: str, mode: str, **options: Any) -> AsyncIterator[Client]:
+    """The official `mcp` SDK client, as MCP.md §C.1 builds it, with an agent token for `client_id`."""
+    event_hooks = options.pop("event_hooks", None)
+    async with (
+        httpx2.AsyncClient(
+            headers=bearer(bridge, client_id),
+            timeout=httpx2.Timeout(30.0, read=60.0),
+            event_hooks=event_hooks,
+        ) as http,
+        Client(streamable_http_client(bridge.mcp_url, http_client=http), mode=mode, **options) as client,
+    ):
+        yield client
+
+
+# -- agents: hand-written requests ----------------------------------------------------------
+
+
+def envelope(version: str = MODERN, **extra: Any) -> dict[str, Any]:
+    """The `_meta` every 2026-07-28 request carries (MCP.md §A.2)."""
+    return {
+        META_VERSION: version,
+        META_CLIENT_INFO: {"name": "e2e", "version": "1"},
+        META_CAPABILITIES: {},
+        **extra,
+    }
+
+
+def modern_body(method: str, request_id: Any = 1, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A 2026-07-28 request with the full envelope."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {**(params or {}), "_meta": envelope()},
+    }
+
+
+def modern_headers(
+    bridge: Any, client_id: str, method: str, name: str | None = None, **extra: str
+) -> dict[str, str]:
+    """The headers a 2026-07-28 request needs (MCP.md §A.3), with an agent token."""
+    headers = {
+        **bearer(bridge, client_id),
+        "Accept": ACCEPT_BOTH,
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": method,
+    }
+    if name is not None:
+        headers["Mcp-Name"] = name
+    headers.update(extra)
+    return headers
+
+
+def legacy_body(method: str, request_id: Any = 1, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        body["params"] = params
+    return body
+
+
+def legacy_headers(bridge: Any, client_id: str, **extra: str) -> dict[str, str]:
+    return {**bearer(bridge, client_id), "Accept": ACCEPT_BOTH, "Content-Type": "application/json", **extra}
+
+
+@contextlib.asynccontextmanager
+async def http_client(bridge: Any) -> AsyncIterator[httpx2.AsyncClient]:
+    """A plain HTTP client for the bridge, without default credentials."""
+    async with httpx2.AsyncClient(base_url=bridge.http_url, timeout=WAIT) as http:
+        yield http
+
+
+def error_of(response: httpx2.Response) -> tuple[Any, int]:
+    """The (id, code) of a JSON-RPC error answer."""
+    body = response.json()
+    assert "result" not in body, body
+    return body["id"], body["error"]["code"]
+
+
+class RawResponse:
+    """A response head read off a socket: status and lower-cased headers."""
+
+    def __init__(self, status: int, headers: dict[str, str]) -> None:
+        self.status = status
+        self.headers = headers
+
+
+class RawHttp:
+    """HTTP/1.1 over a bare socket: requests exactly as written, responses read chunk by chunk."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port: int) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.port = port
+        self._sse = b""
+
+    @classmethod
+    async def open(cls, bridge: Any) -> RawHttp:
+        reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
+        return cls(reader, writer, bridge.port)
+
+    def send(self, method: str, target: str, headers: dict[str, str], body: bytes | Any = b"") -> None:
+        if not isinstance(body, bytes):
+            body = json.dumps(body).encode()
+        lines = [f"{method} {target} HTTP/1.1", f"Host: 127.0.0.1:{self.port}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        if (body or method == "POST") and not any(name.lower() == "content-length" for name in headers):
+            lines.append(f"Content-Length: {len(body)}")
+        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+
+    async def head(self) -> RawResponse:
+        raw = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), WAIT)
+        status_line, *lines = raw.decode("latin-1").split("\r\n")
+        headers: dict[str, str] = {}
+        for line in lines:
+            if line:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+        return RawResponse(int(status_line.split()[1]), headers)
+
+    async def chunk(self, timeout: float = WAIT) -> bytes | None:
+        """The next chunk of a chunked body; None after the last one."""
+        size_line = await asyncio.wait_for(self.reader.readuntil(b"\r\n"), timeout)
+        size = int(size_line.split(b";")[0], 16)
+        data = await asyncio.wait_for(self.reader.readexactly(size + 2), timeout)
+        assert data[-2:] == b"\r\n", data
+        return data[:-2] if size else None
+
+    async def body(self, response: RawResponse) -> bytes:
+        """The whole body of a response with a Content-Length, or chunked."""
+        if "content-length" in response.headers:
+            length = int(response.headers["content-length"])
+            return await asyncio.wait_for(self.reader.readexactly(length), WAIT)
+        assert response.headers.get("transfer-encoding") == "chunked", response.headers
+        parts = []
+        while (part := await self.chunk()) is not None:
+            parts.append(part)
+        return b"".join(parts)
+
+    async def sse_item(self, timeout: float = WAIT) -> tuple[str, Any] | None:
+        """The next SSE item of a chunked stream: ("comment", text), (event, JSON data), or None at the end."""
+        while b"\n\n" not in self._sse:
+            part = await self.chunk(timeout)
+            if part is None:
+                assert self._sse == b"", f"the stream ended inside an event: {self._sse!r}"
+                return None
+            self._sse += part.replace(b"\r\n", b"\n")
+        block, self._sse = self._sse.split(b"\n\n", 1)
+        if block.startswith(b":"):
+            return "comment", block[1:].decode().strip()
+        event, data = "message", []
+        for line in block.decode().split("\n"):
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "event":
+                event = value
+            elif field == "data":
+                data.append(value)
+        return event, json.loads("\n".join(data))
+
+    async def sse_message(self, timeout: float = WAIT) -> Any:
+        """The next `message` event's JSON, skipping comments; fails at the end of the stream."""
+        while True:
+            item = await self.sse_item(timeout)
+            assert item is not None, "the stream ended"
+            if item[0] != "comment":
+                assert item[0] == "message", item
+                return item[1]
+
+    async def at_eof(self, timeout: float = WAIT) -> bool:
+        """Whether the server closed the connection (waits for it)."""
+        data = await asyncio.wait_for(self.reader.read(1), timeout)
+        return data == b""
+
+    def close(self) -> None:
+        self.writer.close()
