@@ -135,6 +135,12 @@ class RunningBridge:
 
 
 @pytest.fixture
+def anyio_backend() -> str:
+    """Tests marked `anyio` run on asyncio only, the loop `ClientMCP` and the `mcp` SDK run on here."""
+    return "asyncio"
+
+
+@pytest.fixture
 def start_bridge() -> Iterator[Callable[..., RunningBridge]]:
     """A factory: `start_bridge(app_idle_timeout=0.5, ...)` runs a bridge with those settings."""
     running: list[RunningBridge] = []

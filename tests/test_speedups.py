@@ -6,6 +6,7 @@ import os
 import random
 
 import pytest
+from wire import client_frame, mask_payload
 
 from clientmcp_fast import speedups
 from clientmcp_fast._pure import frames as pure_frames
@@ -29,24 +30,9 @@ def test_live_implementation_is_the_one_asked_for():
         assert speedups.FrameReader is compiled_frames.FrameReader
 
 
-def _mask(payload: bytes, key: bytes) -> bytes:
-    return bytes(byte ^ key[i % 4] for i, byte in enumerate(payload))
-
-
 def _client_frame(rnd: random.Random, opcode: int, payload: bytes, fin=True, masked=True, rsv=0) -> bytes:
-    size = len(payload)
-    head = bytes([(0x80 if fin else 0) | rsv | opcode])
-    bit = 0x80 if masked else 0
-    if size < 126:
-        head += bytes([bit | size])
-    elif size < 65536:
-        head += bytes([bit | 126]) + size.to_bytes(2, "big")
-    else:
-        head += bytes([bit | 127]) + size.to_bytes(8, "big")
-    if not masked:
-        return head + payload
-    key = rnd.randbytes(4)
-    return head + key + _mask(payload, key)
+    """A client frame masked with a key drawn from `rnd`, or unmasked."""
+    return client_frame(opcode, payload, fin=fin, rsv=rsv, mask=rnd.randbytes(4) if masked else None)
 
 
 def _random_stream(rnd: random.Random) -> bytes:
@@ -107,7 +93,8 @@ def test_build_and_unmask_twins_agree(size):
     payload, key = rnd.randbytes(size), rnd.randbytes(4)
     for opcode in (1, 2, 9, 10):
         assert pure_frames.build_frame(opcode, payload) == compiled_frames.build_frame(opcode, payload)
-    assert pure_frames.unmask(payload, key) == compiled_frames.unmask(payload, key) == _mask(payload, key)
+    expected = mask_payload(payload, key)
+    assert pure_frames.unmask(payload, key) == compiled_frames.unmask(payload, key) == expected
     assert pure_frames.build_close(4409, b"replaced") == compiled_frames.build_close(4409, b"replaced")
 
 

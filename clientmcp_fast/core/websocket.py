@@ -225,20 +225,22 @@ class WebSocket:
         # OP_PONG: unsolicited pongs are allowed and mean nothing (RFC 6455 §5.5.3).
 
     def _on_peer_close(self, payload: bytes) -> None:
+        # A malformed close is still the peer's close: no other will follow, so after ours
+        # the server closes TCP at once (RFC 6455 §5.5.1) rather than wait for a reply.
         if not payload:
             code, reason = 1005, ""
         elif len(payload) == 1:
-            self.close(1002, "close frame with a 1-byte payload")
+            self._fail(1002, "close frame with a 1-byte payload")
             return
         else:
             code = int.from_bytes(payload[:2], "big")
             if code not in _VALID_PEER_CLOSE_CODES and not 3000 <= code <= 4999:
-                self.close(1002, f"invalid close code {code}")
+                self._fail(1002, f"invalid close code {code}")
                 return
             try:
                 reason = payload[2:].decode("utf-8")
             except UnicodeDecodeError:
-                self.close(1007, "close reason is not valid UTF-8")
+                self._fail(1007, "close reason is not valid UTF-8")
                 return
         # Echo the close (RFC 6455 §5.5.1), then the server closes TCP first (§7.1.1).
         self._link.write(build_close(1000 if code == 1005 else code, b""))

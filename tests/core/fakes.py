@@ -1,13 +1,15 @@
 """Recording fakes for the sans-I/O core: a link that parses the frames it gets, waiters, streams.
 
-Frames are built and parsed here independently of the package's frame code, so that
-the tests check the bytes on the wire rather than the package against itself.
+Frames are built and parsed by `tests/wire.py`, independently of the package's frame
+code, so that the tests check the bytes on the wire rather than the package against itself.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from wire import Op, client_frame, decode_server_frames
 
 from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.channel import AppChannel
@@ -16,26 +18,6 @@ from clientmcp_fast.core.tokens import TokenVerifier, mint
 
 SECRET = b"core-tests-secret-0123456789abcdef-0123"
 NOW = 1_700_000_000.0
-
-OP_TEXT = 0x1
-OP_BINARY = 0x2
-OP_CLOSE = 0x8
-
-_MASK = b"\x37\xfa\x21\x3d"
-
-
-def client_frame(opcode: int, payload: bytes, *, fin: bool = True, mask: bytes = _MASK) -> bytes:
-    """One masked client frame (RFC 6455 §5.2), as a browser would send it."""
-    n = len(payload)
-    first = (0x80 if fin else 0) | opcode
-    if n < 126:
-        head = bytes((first, 0x80 | n))
-    elif n < 0x10000:
-        head = bytes((first, 0x80 | 126)) + n.to_bytes(2, "big")
-    else:
-        head = bytes((first, 0x80 | 127)) + n.to_bytes(8, "big")
-    masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
-    return head + mask + masked
 
 
 def client_text(message: Any) -> bytes:
@@ -46,38 +28,14 @@ def client_text(message: Any) -> bytes:
         payload = message.encode("utf-8")
     else:
         payload = json.dumps(message, separators=(",", ":")).encode("utf-8")
-    return client_frame(OP_TEXT, payload)
-
-
-def parse_server_frames(data: bytes) -> list[tuple[int, bytes]]:
-    """Split what a server wrote into (opcode, payload); fails on anything a server must not send."""
-    frames = []
-    pos = 0
-    while pos < len(data):
-        first, second = data[pos], data[pos + 1]
-        assert first & 0x80, "server frames are never fragmented here"
-        assert not first & 0x70, "reserved bits set"
-        assert not second & 0x80, "a server frame must not be masked"
-        n = second & 0x7F
-        pos += 2
-        if n == 126:
-            n = int.from_bytes(data[pos : pos + 2], "big")
-            pos += 2
-        elif n == 127:
-            n = int.from_bytes(data[pos : pos + 8], "big")
-            pos += 8
-        payload = bytes(data[pos : pos + n])
-        assert len(payload) == n, "truncated frame"
-        pos += n
-        frames.append((first & 0x0F, payload))
-    return frames
+    return client_frame(Op.TEXT, payload)
 
 
 class RecordingLink:
-    """A `Link` that keeps every byte written and every request to end the transport."""
+    """A `Link` that keeps every write, in order, and every request to end the transport."""
 
     def __init__(self) -> None:
-        self.data = bytearray()
+        self.writes: list[bytes] = []
         self.ends: list[bool] = []
         self.written_after_end = 0
         self._seen = 0
@@ -85,14 +43,21 @@ class RecordingLink:
     def write(self, data: bytes) -> None:
         if self.ends:
             self.written_after_end += 1
-        self.data += data
+        self.writes.append(bytes(data))
 
     def end(self, wait_for_peer: bool) -> None:
         self.ends.append(wait_for_peer)
 
+    @property
+    def data(self) -> bytes:
+        """Every byte written so far."""
+        return b"".join(self.writes)
+
     def frames(self) -> list[tuple[int, bytes]]:
-        """Every frame written so far."""
-        return parse_server_frames(bytes(self.data))
+        """Every frame written so far, as (opcode, payload); the core never fragments what it sends."""
+        frames = decode_server_frames(self.data)
+        assert all(fin for fin, _, _ in frames), "server frames are never fragmented here"
+        return [(opcode, payload) for _, opcode, payload in frames]
 
     def new_frames(self) -> list[tuple[int, bytes]]:
         """The frames written since the last call of this method."""
@@ -103,7 +68,7 @@ class RecordingLink:
 
     def texts(self) -> list[bytes]:
         """The payloads of every text frame written so far."""
-        return [payload for opcode, payload in self.frames() if opcode == OP_TEXT]
+        return [payload for opcode, payload in self.frames() if opcode == Op.TEXT]
 
     def messages(self) -> list[Any]:
         """Every text frame written so far, decoded as JSON."""
@@ -111,7 +76,7 @@ class RecordingLink:
 
     def close(self) -> tuple[int, str] | None:
         """The (code, reason) of the close frame written, or None; more than one is a bug."""
-        closes = [payload for opcode, payload in self.frames() if opcode == OP_CLOSE]
+        closes = [payload for opcode, payload in self.frames() if opcode == Op.CLOSE]
         assert len(closes) <= 1, f"several close frames: {closes!r}"
         if not closes:
             return None

@@ -7,12 +7,9 @@ import json
 import pytest
 from fakes import (
     NOW,
-    OP_CLOSE,
-    OP_TEXT,
     RecordingStream,
     RecordingWaiter,
     RecordingWake,
-    client_frame,
     client_text,
     connect,
     make_bridge,
@@ -20,6 +17,7 @@ from fakes import (
     send,
     tool,
 )
+from wire import Op, client_frame
 
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.bridge import STREAM_KEEPALIVE_SECONDS
@@ -61,7 +59,7 @@ def advance(bridge, until: float) -> None:
 
 
 def sent_messages(link) -> list:
-    return [json.loads(payload) for opcode, payload in link.new_frames() if opcode == OP_TEXT]
+    return [json.loads(payload) for opcode, payload in link.new_frames() if opcode == Op.TEXT]
 
 
 # -- spec §3.1: the newest connection wins (4409) -----------------------------------------------
@@ -165,7 +163,7 @@ def test_a_peer_close_fails_calls_and_announces():
     channel, _ = online(bridge, "app-1", "echo")
     _, waiter = start(bridge, channel)
     # The app's own close frame (1000), masked as every client frame is.
-    channel.receive_data(client_frame(OP_CLOSE, b"\x03\xe8bye"), NOW)
+    channel.receive_data(client_frame(Op.CLOSE, b"\x03\xe8bye"), NOW)
     assert waiter.events == [DISCONNECTED]
     assert stream.events == ["tools_changed", "tools_changed"]
     assert bridge.apps == {}
@@ -281,7 +279,7 @@ def test_the_call_message_is_exact():
     call, waiter = start(bridge, channel, "getBalance", arguments)
     assert link.new_frames() == [
         (
-            OP_TEXT,
+            Op.TEXT,
             b'{"type":"call","id":"'
             + call.id.encode()
             + b'","name":"getBalance","arguments":'
@@ -392,7 +390,7 @@ def test_a_call_message_of_exactly_4_mib_is_sent():
     call, waiter = start(bridge, channel, arguments=arguments)
     assert call is not None and call.id.encode() == call_id
     ((opcode, payload),) = link.new_frames()
-    assert opcode == OP_TEXT
+    assert opcode == Op.TEXT
     assert len(payload) == MAX_MESSAGE_BYTES
     assert waiter.events == []
 
@@ -434,7 +432,7 @@ def test_a_call_times_out_with_a_tool_error_and_a_cancel():
     assert waiter.events == []
     bridge.on_timer(NOW + 120)
     assert waiter.events == [("error", "The application did not answer within 120 s.")]
-    assert link.new_frames() == [(OP_TEXT, b'{"type":"cancel","id":"' + call.id.encode() + b'"}')]
+    assert link.new_frames() == [(Op.TEXT, b'{"type":"cancel","id":"' + call.id.encode() + b'"}')]
     assert channel.calls == {}
     assert len(bridge.calls) == 0
 
@@ -571,7 +569,7 @@ def test_abandon_sends_cancel_and_ignores_a_late_result():
     call, waiter = start(bridge, channel)
     link.new_frames()
     bridge.abandon(call)
-    assert link.new_frames() == [(OP_TEXT, b'{"type":"cancel","id":"' + call.id.encode() + b'"}')]
+    assert link.new_frames() == [(Op.TEXT, b'{"type":"cancel","id":"' + call.id.encode() + b'"}')]
     assert len(bridge.calls) == 0
     send(channel, {"type": "result", "id": call.id, "result": {"content": []}})
     assert waiter.events == []

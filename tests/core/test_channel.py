@@ -7,12 +7,8 @@ import json
 import pytest
 from fakes import (
     NOW,
-    OP_BINARY,
-    OP_CLOSE,
-    OP_TEXT,
     RecordingLink,
     RecordingWaiter,
-    client_frame,
     client_text,
     connect,
     make_bridge,
@@ -21,6 +17,7 @@ from fakes import (
     token,
     tool,
 )
+from wire import Op, client_frame
 
 from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.limits import MAX_CLOSE_REASON_BYTES
@@ -35,7 +32,7 @@ PONG_FRAME = b'\x81\x0f{"type":"pong"}'
 def assert_closed(link: RecordingLink, code: int, reason: str) -> None:
     """The channel wrote exactly one close frame, last, with this code and reason, and ended the link."""
     assert link.close() == (code, reason)
-    assert link.frames()[-1][0] == OP_CLOSE
+    assert link.frames()[-1][0] == Op.CLOSE
     assert link.ends == [True]
 
 
@@ -55,7 +52,7 @@ def test_a_valid_client_token_attaches_the_app_silently():
 def test_no_token_closes_with_4401_right_after_open():
     bridge = make_bridge()
     channel, link = connect(bridge, None, offered=None)
-    assert link.frames() == [(OP_CLOSE, b"\x11\x31no token offered: send it as the second subprotocol")]
+    assert link.frames() == [(Op.CLOSE, b"\x11\x31no token offered: send it as the second subprotocol")]
     assert link.ends == [True]
     assert bridge.apps == {}
     assert not channel.is_open
@@ -88,7 +85,7 @@ def test_messages_after_a_4401_are_ignored():
     channel, link = connect(bridge, None, offered="not-a-jwt")
     register(channel, tool("t"))
     send(channel, {"type": "ping"})
-    assert [opcode for opcode, _ in link.frames()] == [OP_CLOSE]
+    assert [opcode for opcode, _ in link.frames()] == [Op.CLOSE]
 
 
 def test_the_token_is_checked_at_the_time_of_connecting():
@@ -239,7 +236,7 @@ def test_a_refused_register_closes_4400_with_the_whole_reason(message):
     channel, link = connect(bridge)
     send(channel, message)
     assert_closed(link, 4400, expected)
-    assert OP_TEXT not in [opcode for opcode, _ in link.frames()]
+    assert Op.TEXT not in [opcode for opcode, _ in link.frames()]
 
 
 def test_the_spec_example_reason_on_the_wire():
@@ -314,7 +311,7 @@ def test_nothing_is_answered_once_the_channel_closed():
     channel.close(1000, "bye")
     channel.receive_data(client_text(b'{"type":"ping"}'), NOW)
     register(channel, tool("t"))
-    assert [opcode for opcode, _ in link.frames()] == [OP_CLOSE]
+    assert [opcode for opcode, _ in link.frames()] == [Op.CLOSE]
 
 
 # -- §3.2: forward compatibility and protocol errors (4400) -----------------------------------
@@ -369,7 +366,7 @@ def test_bridge_to_client_types_sent_by_an_app_close_4400(kind):
 def test_a_binary_message_closes_4400(payload):
     bridge = make_bridge()
     channel, link = connect(bridge)
-    channel.receive_data(client_frame(OP_BINARY, payload), NOW)
+    channel.receive_data(client_frame(Op.BINARY, payload), NOW)
     assert_closed(link, 4400, "binary messages are not part of the protocol: send JSON text")
 
 

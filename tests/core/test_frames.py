@@ -1,26 +1,23 @@
 """The frame parser and builders of RFC 6455 §5, run against every available twin (pure, compiled).
 
-Client frames are built here with a masking helper of our own, and server frames are
-read back with our own decoder, so neither side of a check trusts the code under test.
+Client frames are built, and server frames read back, by `tests/wire.py`, not by the
+package, so neither side of a check trusts the code under test.
 """
 
 from __future__ import annotations
 
 import importlib
 import random
-import struct
 from types import ModuleType
 
 import pytest
+from wire import MASK, Op, client_frame, client_header, decode_server_frames, mask_payload
 
 from clientmcp_fast._pure.errors import FrameError
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 from clientmcp_fast.speedups import EXACT_PING, EXACT_PONG, OP_EXACT_PING, PONG_FRAME
 
-# Wire opcodes written out here rather than taken from the module under test.
-CONT, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 EXACT_PING_BYTES = b'{"type":"ping"}'
-MASK = b"\x37\xfa\x21\x3d"
 
 
 def _implementations() -> list[ModuleType]:
@@ -44,98 +41,33 @@ def frames(request: pytest.FixtureRequest) -> ModuleType:
     return request.param
 
 
-def mask_payload(payload: bytes, key: bytes) -> bytes:
-    """XOR with a 4-byte key, one translate table per key byte (independent of `unmask`)."""
-    out = bytearray(len(payload))
-    for i in range(4):
-        table = bytes(b ^ key[i] for b in range(256))
-        out[i::4] = payload[i::4].translate(table)
-    return bytes(out)
-
-
-def client_header(
-    opcode: int,
-    length: int,
-    *,
-    fin: bool = True,
-    rsv: int = 0,
-    mask: bytes | None = MASK,
-    width: int | None = None,
-) -> bytes:
-    """A client frame header; `width` forces the 7/16/64-bit length form, `mask=None` leaves it unmasked."""
-    first = (0x80 if fin else 0) | rsv | opcode
-    mask_bit = 0x80 if mask is not None else 0
-    if width is None:
-        width = 7 if length < 126 else 16 if length < 0x10000 else 64
-    if width == 7:
-        head = bytes((first, mask_bit | length))
-    elif width == 16:
-        head = bytes((first, mask_bit | 126)) + struct.pack("!H", length)
-    else:
-        head = bytes((first, mask_bit | 127)) + struct.pack("!Q", length)
-    return head + (mask or b"")
-
-
-def client_frame(
-    opcode: int, payload: bytes = b"", *, fin: bool = True, rsv: int = 0, mask: bytes | None = MASK
-) -> bytes:
-    """A whole client frame, masked with `mask` unless it is None."""
-    body = mask_payload(payload, mask) if mask is not None else payload
-    return client_header(opcode, len(payload), fin=fin, rsv=rsv, mask=mask) + body
-
-
-def decode_server_frames(data: bytes) -> list[tuple[bool, int, bytes]]:
-    """Every (fin, opcode, payload) in server bytes; asserts they are unmasked, minimal and complete."""
-    out = []
-    pos = 0
-    while pos < len(data):
-        first, second = data[pos], data[pos + 1]
-        assert first & 0x70 == 0, "reserved bits set"
-        assert second & 0x80 == 0, "server frames must not be masked"
-        length = second & 0x7F
-        pos += 2
-        if length == 126:
-            (length,) = struct.unpack("!H", data[pos : pos + 2])
-            assert length >= 126, "16-bit length used for a short payload"
-            pos += 2
-        elif length == 127:
-            (length,) = struct.unpack("!Q", data[pos : pos + 8])
-            assert length >= 0x10000, "64-bit length used for a payload that fits 16 bits"
-            pos += 8
-        payload = data[pos : pos + length]
-        assert len(payload) == length, "truncated frame"
-        pos += length
-        out.append((bool(first & 0x80), first & 0x0F, payload))
-    return out
-
-
 def frame_stream(rng: random.Random) -> tuple[bytes, list[tuple[int, int, bytes]]]:
     """Many client frames of every length form, with the frames the parser must return for them."""
     specs: list[tuple[int, bool, bytes]] = [
-        (TEXT, True, b"hello"),
-        (BINARY, True, b""),
-        (TEXT, True, b""),
-        (TEXT, True, b"x" * 125),
-        (BINARY, True, bytes(range(126))),
-        (TEXT, True, b"z" * 127),
-        (TEXT, False, b"frag-1 "),
-        (PING, True, b"mid-message ping"),
-        (CONT, False, b"frag-2 "),
-        (PONG, True, b""),
-        (CONT, True, b"frag-3"),
-        (BINARY, True, bytes(rng.randrange(256) for _ in range(65535))),
-        (TEXT, True, EXACT_PING_BYTES),
-        (BINARY, True, bytes(rng.randrange(256) for _ in range(65536))),
-        (PING, True, b"p" * 125),
-        (TEXT, True, "€ und ü".encode()),
-        (CLOSE, True, b"\x03\xe8bye"),
+        (Op.TEXT, True, b"hello"),
+        (Op.BINARY, True, b""),
+        (Op.TEXT, True, b""),
+        (Op.TEXT, True, b"x" * 125),
+        (Op.BINARY, True, bytes(range(126))),
+        (Op.TEXT, True, b"z" * 127),
+        (Op.TEXT, False, b"frag-1 "),
+        (Op.PING, True, b"mid-message ping"),
+        (Op.CONTINUATION, False, b"frag-2 "),
+        (Op.PONG, True, b""),
+        (Op.CONTINUATION, True, b"frag-3"),
+        (Op.BINARY, True, bytes(rng.randrange(256) for _ in range(65535))),
+        (Op.TEXT, True, EXACT_PING_BYTES),
+        (Op.BINARY, True, bytes(rng.randrange(256) for _ in range(65536))),
+        (Op.PING, True, b"p" * 125),
+        (Op.TEXT, True, "€ und ü".encode()),
+        (Op.CLOSE, True, b"\x03\xe8bye"),
     ]
     stream = b""
     expected = []
     for opcode, fin, payload in specs:
         mask = bytes(rng.randrange(256) for _ in range(4))
         stream += client_frame(opcode, payload, fin=fin, mask=mask)
-        if opcode == TEXT and fin and payload == EXACT_PING_BYTES:
+        if opcode == Op.TEXT and fin and payload == EXACT_PING_BYTES:
             expected.append(("exact-ping", 1, b""))
         else:
             expected.append((opcode, int(fin), payload))
@@ -177,15 +109,15 @@ class TestMasking:
 
     def test_parser_unmasks_with_each_frames_own_key(self, frames: ModuleType) -> None:
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
-        data = client_frame(TEXT, b"same text", mask=b"\x01\x02\x03\x04") + client_frame(
-            TEXT, b"same text", mask=b"\xff\xee\xdd\xcc"
+        data = client_frame(Op.TEXT, b"same text", mask=b"\x01\x02\x03\x04") + client_frame(
+            Op.TEXT, b"same text", mask=b"\xff\xee\xdd\xcc"
         )
-        assert normalise(reader.feed(data)) == [(TEXT, 1, b"same text"), (TEXT, 1, b"same text")]
+        assert normalise(reader.feed(data)) == [(Op.TEXT, 1, b"same text"), (Op.TEXT, 1, b"same text")]
 
     def test_unmasked_client_frame_is_a_1002(self, frames: ModuleType) -> None:
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
         with pytest.raises(FrameError) as info:
-            reader.feed(client_frame(TEXT, b"hi", mask=None))
+            reader.feed(client_frame(Op.TEXT, b"hi", mask=None))
         assert info.value.code == 1002
 
 
@@ -195,44 +127,50 @@ class TestBaseFraming:
     @pytest.mark.parametrize("length", [0, 1, 125, 126, 127, 65535, 65536, 70000])
     def test_each_length_boundary_parses(self, frames: ModuleType, length: int) -> None:
         payload = bytes(i % 251 for i in range(length))
-        data = client_frame(BINARY, payload)
+        data = client_frame(Op.BINARY, payload)
         expected_head = 6 if length < 126 else 8 if length < 65536 else 14
         assert len(data) == expected_head + length
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
-        assert normalise(reader.feed(data)) == [(BINARY, 1, payload)]
+        assert normalise(reader.feed(data)) == [(Op.BINARY, 1, payload)]
 
     @pytest.mark.parametrize("width", [16, 64])
     def test_longer_length_form_than_needed_is_still_read(self, frames: ModuleType, width: int) -> None:
-        data = client_header(BINARY, 5, width=width) + mask_payload(b"short", MASK)
+        data = client_header(Op.BINARY, 5, width=width) + mask_payload(b"short", MASK)
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
-        assert normalise(reader.feed(data)) == [(BINARY, 1, b"short")]
+        assert normalise(reader.feed(data)) == [(Op.BINARY, 1, b"short")]
 
     def test_zero_length_frames_of_every_kind(self, frames: ModuleType) -> None:
-        data = b"".join(client_frame(op) for op in (TEXT, BINARY, PING, PONG, CLOSE))
-        data += client_frame(TEXT, fin=False) + client_frame(CONT)
+        data = b"".join(client_frame(op) for op in (Op.TEXT, Op.BINARY, Op.PING, Op.PONG, Op.CLOSE))
+        data += client_frame(Op.TEXT, fin=False) + client_frame(Op.CONTINUATION)
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
         assert normalise(reader.feed(data)) == [
-            (TEXT, 1, b""),
-            (BINARY, 1, b""),
-            (PING, 1, b""),
-            (PONG, 1, b""),
-            (CLOSE, 1, b""),
-            (TEXT, 0, b""),
-            (CONT, 1, b""),
+            (Op.TEXT, 1, b""),
+            (Op.BINARY, 1, b""),
+            (Op.PING, 1, b""),
+            (Op.PONG, 1, b""),
+            (Op.CLOSE, 1, b""),
+            (Op.TEXT, 0, b""),
+            (Op.CONTINUATION, 1, b""),
         ]
 
     def test_several_frames_in_one_chunk_come_out_in_order(self, frames: ModuleType) -> None:
-        data = client_frame(TEXT, b"one") + client_frame(BINARY, b"two") + client_frame(PING, b"three")
+        data = (
+            client_frame(Op.TEXT, b"one") + client_frame(Op.BINARY, b"two") + client_frame(Op.PING, b"three")
+        )
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
-        assert normalise(reader.feed(data)) == [(TEXT, 1, b"one"), (BINARY, 1, b"two"), (PING, 1, b"three")]
+        assert normalise(reader.feed(data)) == [
+            (Op.TEXT, 1, b"one"),
+            (Op.BINARY, 1, b"two"),
+            (Op.PING, 1, b"three"),
+        ]
 
     def test_partial_frame_is_kept_until_completed(self, frames: ModuleType) -> None:
-        data = client_frame(TEXT, b"complete") + client_frame(BINARY, b"x" * 300)
+        data = client_frame(Op.TEXT, b"complete") + client_frame(Op.BINARY, b"x" * 300)
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
-        cut = len(client_frame(TEXT, b"complete")) + 5  # inside the second frame's extended header
-        assert normalise(reader.feed(data[:cut])) == [(TEXT, 1, b"complete")]
+        cut = len(client_frame(Op.TEXT, b"complete")) + 5  # inside the second frame's extended header
+        assert normalise(reader.feed(data[:cut])) == [(Op.TEXT, 1, b"complete")]
         assert reader.feed(data[cut:-1]) == []
-        assert normalise(reader.feed(data[-1:])) == [(BINARY, 1, b"x" * 300)]
+        assert normalise(reader.feed(data[-1:])) == [(Op.BINARY, 1, b"x" * 300)]
         assert reader.feed(b"") == []
 
     def test_one_byte_at_a_time_gives_the_same_frames_as_all_at_once(self, frames: ModuleType) -> None:
@@ -258,10 +196,10 @@ class TestBaseFraming:
             assert normalise(feed_in_chunks(frames, stream, sizes)) == expected, sizes
 
     def test_bytearray_input_is_read_like_bytes(self, frames: ModuleType) -> None:
-        data = client_frame(TEXT, b"abc") + client_frame(BINARY, b"defg")
+        data = client_frame(Op.TEXT, b"abc") + client_frame(Op.BINARY, b"defg")
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
         parsed = reader.feed(bytearray(data[:4])) + reader.feed(bytearray(data[4:]))
-        assert normalise(parsed) == [(TEXT, 1, b"abc"), (BINARY, 1, b"defg")]
+        assert normalise(parsed) == [(Op.TEXT, 1, b"abc"), (Op.BINARY, 1, b"defg")]
 
 
 class TestExactPing:
@@ -269,7 +207,7 @@ class TestExactPing:
 
     def test_exact_ping_text_frame_becomes_the_pseudo_opcode(self, frames: ModuleType) -> None:
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
-        assert reader.feed(client_frame(TEXT, EXACT_PING_BYTES)) == [(OP_EXACT_PING, 1, b"")]
+        assert reader.feed(client_frame(Op.TEXT, EXACT_PING_BYTES)) == [(OP_EXACT_PING, 1, b"")]
 
     def test_pseudo_opcode_is_outside_the_wire_range(self) -> None:
         assert OP_EXACT_PING > 0x0F
@@ -277,23 +215,29 @@ class TestExactPing:
     def test_exact_ping_is_found_whatever_the_mask(self, frames: ModuleType) -> None:
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
         for mask in (b"\x00\x00\x00\x00", b"\xff\xff\xff\xff", b"\x12\x34\x56\x78"):
-            assert reader.feed(client_frame(TEXT, EXACT_PING_BYTES, mask=mask)) == [(OP_EXACT_PING, 1, b"")]
+            assert reader.feed(client_frame(Op.TEXT, EXACT_PING_BYTES, mask=mask)) == [
+                (OP_EXACT_PING, 1, b"")
+            ]
 
     def test_exact_ping_split_across_feeds_is_still_found(self, frames: ModuleType) -> None:
-        data = client_frame(TEXT, EXACT_PING_BYTES)
+        data = client_frame(Op.TEXT, EXACT_PING_BYTES)
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
         assert reader.feed(data[:9]) == []
         assert reader.feed(data[9:]) == [(OP_EXACT_PING, 1, b"")]
 
     def test_fragmented_text_with_the_ping_bytes_is_plain_text(self, frames: ModuleType) -> None:
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
-        parsed = reader.feed(client_frame(TEXT, EXACT_PING_BYTES, fin=False) + client_frame(CONT, b""))
-        assert normalise(parsed) == [(TEXT, 0, EXACT_PING_BYTES), (CONT, 1, b"")]
+        parsed = reader.feed(
+            client_frame(Op.TEXT, EXACT_PING_BYTES, fin=False) + client_frame(Op.CONTINUATION, b"")
+        )
+        assert normalise(parsed) == [(Op.TEXT, 0, EXACT_PING_BYTES), (Op.CONTINUATION, 1, b"")]
 
     def test_final_continuation_with_the_ping_bytes_is_not_the_fast_ping(self, frames: ModuleType) -> None:
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
-        parsed = reader.feed(client_frame(TEXT, b"", fin=False) + client_frame(CONT, EXACT_PING_BYTES))
-        assert normalise(parsed) == [(TEXT, 0, b""), (CONT, 1, EXACT_PING_BYTES)]
+        parsed = reader.feed(
+            client_frame(Op.TEXT, b"", fin=False) + client_frame(Op.CONTINUATION, EXACT_PING_BYTES)
+        )
+        assert normalise(parsed) == [(Op.TEXT, 0, b""), (Op.CONTINUATION, 1, EXACT_PING_BYTES)]
 
     @pytest.mark.parametrize(
         "payload",
@@ -308,9 +252,9 @@ class TestExactPing:
     )
     def test_near_misses_are_plain_text(self, frames: ModuleType, payload: bytes) -> None:
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
-        assert normalise(reader.feed(client_frame(TEXT, payload))) == [(TEXT, 1, payload)]
+        assert normalise(reader.feed(client_frame(Op.TEXT, payload))) == [(Op.TEXT, 1, payload)]
 
-    @pytest.mark.parametrize("opcode", [BINARY, PING, PONG])
+    @pytest.mark.parametrize("opcode", [Op.BINARY, Op.PING, Op.PONG])
     def test_ping_bytes_in_other_opcodes_are_not_the_fast_ping(self, frames: ModuleType, opcode: int) -> None:
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
         assert normalise(reader.feed(client_frame(opcode, EXACT_PING_BYTES))) == [
@@ -329,7 +273,7 @@ class TestFramingErrors:
 
     @pytest.mark.parametrize("rsv", [0x40, 0x20, 0x10, 0x70])
     def test_reserved_bits_are_a_1002(self, frames: ModuleType, rsv: int) -> None:
-        error = self._error(frames, client_frame(TEXT, b"hi", rsv=rsv))
+        error = self._error(frames, client_frame(Op.TEXT, b"hi", rsv=rsv))
         assert error.code == 1002
         assert error.reason
 
@@ -343,55 +287,55 @@ class TestFramingErrors:
         assert self._error(frames, bytes((0x81, 100))).code == 1002
 
     def test_unmasked_frame_is_a_1002(self, frames: ModuleType) -> None:
-        assert self._error(frames, client_frame(BINARY, b"data", mask=None)).code == 1002
+        assert self._error(frames, client_frame(Op.BINARY, b"data", mask=None)).code == 1002
 
-    @pytest.mark.parametrize("opcode", [CLOSE, PING, PONG])
+    @pytest.mark.parametrize("opcode", [Op.CLOSE, Op.PING, Op.PONG])
     def test_control_frame_of_126_bytes_is_a_1002(self, frames: ModuleType, opcode: int) -> None:
         assert self._error(frames, client_frame(opcode, b"\x03\xe8" + b"r" * 124)).code == 1002
 
-    @pytest.mark.parametrize("opcode", [CLOSE, PING, PONG])
+    @pytest.mark.parametrize("opcode", [Op.CLOSE, Op.PING, Op.PONG])
     def test_control_frame_of_125_bytes_is_accepted(self, frames: ModuleType, opcode: int) -> None:
         payload = b"\x03\xe8" + b"r" * 123
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
         assert normalise(reader.feed(client_frame(opcode, payload))) == [(opcode, 1, payload)]
 
     def test_oversized_control_frame_is_refused_from_its_header(self, frames: ModuleType) -> None:
-        assert self._error(frames, client_header(PING, 126)).code == 1002
+        assert self._error(frames, client_header(Op.PING, 126)).code == 1002
 
-    @pytest.mark.parametrize("opcode", [CLOSE, PING, PONG])
+    @pytest.mark.parametrize("opcode", [Op.CLOSE, Op.PING, Op.PONG])
     def test_fragmented_control_frame_is_a_1002(self, frames: ModuleType, opcode: int) -> None:
         assert self._error(frames, client_frame(opcode, b"x", fin=False)).code == 1002
 
     def test_64_bit_length_with_its_most_significant_bit_is_a_1002(self, frames: ModuleType) -> None:
-        assert self._error(frames, client_header(BINARY, 1 << 63, width=64)).code == 1002
-        assert self._error(frames, client_header(BINARY, (1 << 64) - 1, width=64)).code == 1002
+        assert self._error(frames, client_header(Op.BINARY, 1 << 63, width=64)).code == 1002
+        assert self._error(frames, client_header(Op.BINARY, (1 << 64) - 1, width=64)).code == 1002
 
-    @pytest.mark.parametrize("opcode", [TEXT, BINARY, CONT])
+    @pytest.mark.parametrize("opcode", [Op.TEXT, Op.BINARY, Op.CONTINUATION])
     def test_data_frame_over_4_mib_is_a_1009_from_the_header_alone(
         self, frames: ModuleType, opcode: int
     ) -> None:
-        header = client_header(opcode, MAX_MESSAGE_BYTES + 1, fin=opcode != CONT)
+        header = client_header(opcode, MAX_MESSAGE_BYTES + 1, fin=opcode != Op.CONTINUATION)
         assert len(header) == 14
         assert self._error(frames, header).code == 1009
 
     def test_data_frame_of_exactly_4_mib_is_accepted(self, frames: ModuleType) -> None:
         payload = bytes(i % 253 for i in range(MAX_MESSAGE_BYTES))
-        data = client_frame(BINARY, payload)
+        data = client_frame(Op.BINARY, payload)
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
         assert reader.feed(data[:14]) == []
-        assert normalise(reader.feed(data[14:])) == [(BINARY, 1, payload)]
+        assert normalise(reader.feed(data[14:])) == [(Op.BINARY, 1, payload)]
 
     def test_payload_limit_is_the_readers_own(self, frames: ModuleType) -> None:
-        assert self._error(frames, client_header(TEXT, 1001), max_payload=1000).code == 1009
+        assert self._error(frames, client_header(Op.TEXT, 1001), max_payload=1000).code == 1009
         reader = frames.FrameReader(1000)
-        assert normalise(reader.feed(client_frame(TEXT, b"a" * 1000))) == [(TEXT, 1, b"a" * 1000)]
+        assert normalise(reader.feed(client_frame(Op.TEXT, b"a" * 1000))) == [(Op.TEXT, 1, b"a" * 1000)]
 
     def test_error_after_good_frames_in_the_same_chunk_still_raises(self, frames: ModuleType) -> None:
-        data = client_frame(TEXT, b"fine") + client_frame(TEXT, b"bad", mask=None)
+        data = client_frame(Op.TEXT, b"fine") + client_frame(Op.TEXT, b"bad", mask=None)
         assert self._error(frames, data).code == 1002
 
     def test_error_split_across_feeds_is_raised_once_the_header_is_in(self, frames: ModuleType) -> None:
-        header = client_header(BINARY, MAX_MESSAGE_BYTES + 1)
+        header = client_header(Op.BINARY, MAX_MESSAGE_BYTES + 1)
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
         for i in range(len(header) - 1):
             assert reader.feed(header[i : i + 1]) == []
@@ -406,19 +350,21 @@ class TestBuildingFrames:
     @pytest.mark.parametrize("length", [0, 1, 125, 126, 65535, 65536, 100000])
     def test_build_frame_round_trips_at_each_length_boundary(self, frames: ModuleType, length: int) -> None:
         payload = bytes(i % 249 for i in range(length))
-        data = frames.build_frame(BINARY, payload)
+        data = frames.build_frame(Op.BINARY, payload)
         assert len(data) == (2 if length < 126 else 4 if length < 65536 else 10) + length
-        assert decode_server_frames(data) == [(True, BINARY, payload)]
+        assert decode_server_frames(data) == [(True, Op.BINARY, payload)]
 
-    @pytest.mark.parametrize("opcode", [TEXT, BINARY, CLOSE, PING, PONG])
+    @pytest.mark.parametrize("opcode", [Op.TEXT, Op.BINARY, Op.CLOSE, Op.PING, Op.PONG])
     def test_build_frame_keeps_the_opcode(self, frames: ModuleType, opcode: int) -> None:
         assert decode_server_frames(frames.build_frame(opcode, b"body")) == [(True, opcode, b"body")]
 
     def test_build_frame_exact_bytes(self, frames: ModuleType) -> None:
-        assert frames.build_frame(TEXT, b"Hello") == b"\x81\x05Hello"
-        assert frames.build_frame(PONG, b"") == b"\x8a\x00"
-        assert frames.build_frame(BINARY, b"\x00" * 126)[:4] == b"\x82\x7e\x00\x7e"
-        assert frames.build_frame(BINARY, b"\x00" * 65536)[:10] == b"\x82\x7f\x00\x00\x00\x00\x00\x01\x00\x00"
+        assert frames.build_frame(Op.TEXT, b"Hello") == b"\x81\x05Hello"
+        assert frames.build_frame(Op.PONG, b"") == b"\x8a\x00"
+        assert frames.build_frame(Op.BINARY, b"\x00" * 126)[:4] == b"\x82\x7e\x00\x7e"
+        assert (
+            frames.build_frame(Op.BINARY, b"\x00" * 65536)[:10] == b"\x82\x7f\x00\x00\x00\x00\x00\x01\x00\x00"
+        )
 
     def test_build_close_exact_bytes(self, frames: ModuleType) -> None:
         assert frames.build_close(1000, b"") == b"\x88\x02\x03\xe8"
@@ -429,13 +375,13 @@ class TestBuildingFrames:
         reason = "fermé".encode() * 20 + b"abc"
         assert len(reason) == 123
         [(fin, opcode, payload)] = decode_server_frames(frames.build_close(code, reason))
-        assert (fin, opcode) == (True, CLOSE)
+        assert (fin, opcode) == (True, Op.CLOSE)
         assert int.from_bytes(payload[:2], "big") == code
         assert payload[2:] == reason
         assert len(payload) == 125
 
     def test_pong_frame_constant_is_the_exact_pong_text(self) -> None:
         # One definition serves both twins, so this is not parametrized.
-        assert decode_server_frames(PONG_FRAME) == [(True, TEXT, b'{"type":"pong"}')]
+        assert decode_server_frames(PONG_FRAME) == [(True, Op.TEXT, b'{"type":"pong"}')]
         assert EXACT_PONG == b'{"type":"pong"}'
         assert EXACT_PING == EXACT_PING_BYTES

@@ -2,7 +2,7 @@
 
 A `WebSocket` is fed raw client bytes and writes to a recording link; its handler
 records what it is told. No socket is involved. Client frames are masked and server
-frames decoded by code in this file, not by the module under test.
+frames decoded by `tests/wire.py`, not by the module under test.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from fakes import RecordingLink
+from wire import MASK, Op, client_close, client_frame, decode_server_frames
 
 from clientmcp_fast.core.channel import SUBPROTOCOL, client_channel_handshake
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
@@ -22,80 +24,11 @@ from clientmcp_fast.core.websocket import (
     offered_subprotocols,
 )
 
-CONT, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
-MASK = b"\xa5\x01\x7e\xc3"
 MiB = 1024 * 1024
 
 # RFC 6455 §1.3 / §4.2.2: the worked example of Sec-WebSocket-Accept.
 RFC_KEY = b"dGhlIHNhbXBsZSBub25jZQ=="
 RFC_ACCEPT = b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
-
-
-def mask_payload(payload: bytes, key: bytes) -> bytes:
-    """XOR with a 4-byte key, one translate table per key byte (independent of the code under test)."""
-    out = bytearray(len(payload))
-    for i in range(4):
-        table = bytes(b ^ key[i] for b in range(256))
-        out[i::4] = payload[i::4].translate(table)
-    return bytes(out)
-
-
-def client_frame(opcode: int, payload: bytes = b"", *, fin: bool = True, masked: bool = True) -> bytes:
-    """One client frame with the shortest length form, masked unless told otherwise."""
-    first = (0x80 if fin else 0) | opcode
-    mask_bit = 0x80 if masked else 0
-    n = len(payload)
-    if n < 126:
-        head = bytes((first, mask_bit | n))
-    elif n < 0x10000:
-        head = bytes((first, mask_bit | 126)) + struct.pack("!H", n)
-    else:
-        head = bytes((first, mask_bit | 127)) + struct.pack("!Q", n)
-    return head + MASK + mask_payload(payload, MASK) if masked else head + payload
-
-
-def client_close(code: int | None = None, reason: bytes = b"") -> bytes:
-    """A client close frame; `code=None` sends an empty payload."""
-    return client_frame(CLOSE, b"" if code is None else struct.pack("!H", code) + reason)
-
-
-def decode_server_frames(data: bytes) -> list[tuple[bool, int, bytes]]:
-    """Every (fin, opcode, payload) in server bytes; asserts they are unmasked, minimal and complete."""
-    out = []
-    pos = 0
-    while pos < len(data):
-        first, second = data[pos], data[pos + 1]
-        assert first & 0x70 == 0, "reserved bits set"
-        assert second & 0x80 == 0, "server frames must not be masked"
-        length = second & 0x7F
-        pos += 2
-        if length == 126:
-            (length,) = struct.unpack("!H", data[pos : pos + 2])
-            assert length >= 126
-            pos += 2
-        elif length == 127:
-            (length,) = struct.unpack("!Q", data[pos : pos + 8])
-            assert length >= 0x10000
-            pos += 8
-        payload = data[pos : pos + length]
-        assert len(payload) == length, "truncated frame"
-        pos += length
-        out.append((bool(first & 0x80), first & 0x0F, payload))
-    return out
-
-
-class RecordingLink:
-    """A Link that remembers every write and every `end(wait_for_peer)`."""
-
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-        self.ends: list[bool] = []
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(bytes(data))
-
-    def end(self, wait_for_peer: bool) -> None:
-        self.ends.append(wait_for_peer)
 
 
 class RecordingHandler:
@@ -135,25 +68,26 @@ class Connection:
 
     def sent(self) -> list[tuple[bool, int, bytes]]:
         """Every frame written so far."""
-        return decode_server_frames(b"".join(self.link.writes))
+        return decode_server_frames(self.link.data)
 
     def sent_close(self) -> tuple[int, bytes]:
         """Code and reason bytes of the one close frame written, which must be the last frame."""
         sent = self.sent()
-        closes = [payload for _, opcode, payload in sent if opcode == CLOSE]
+        closes = [payload for _, opcode, payload in sent if opcode == Op.CLOSE]
         assert len(closes) == 1, sent
-        assert sent[-1][1] == CLOSE
+        assert sent[-1][1] == Op.CLOSE
         payload = closes[0]
         assert len(payload) >= 2, payload
         return int.from_bytes(payload[:2], "big"), payload[2:]
 
-    def assert_failed(self, code: int, *, stream_broken: bool = False) -> None:
+    def assert_failed(self, code: int, *, stream_broken: bool = False, peer_closed: bool = False) -> None:
         """The connection failed with `code`: one close frame, the handler told once, and the transport
         either waiting for the peer's close (end(True)) or, when the byte stream itself is broken and no
-        close frame could be parsed from it, ended at once (end(False), RFC 6455 §7.1.7)."""
+        close frame could be parsed from it, ended at once (end(False), RFC 6455 §7.1.7); also ended at
+        once when what failed was the peer's own (malformed) close frame: no other close will come."""
         sent_code, _ = self.sent_close()
         assert sent_code == code
-        assert self.link.ends == [not stream_broken]
+        assert self.link.ends == [not (stream_broken or peer_closed)]
         closes = [event for event in self.events if event[0] == "close"]
         assert len(closes) == 1
         assert closes[0][1] == code
@@ -334,47 +268,47 @@ class TestDataFrames:
     """RFC 6455 §5.6 and BRIDGE.md §3: whole messages reach the handler; the exact ping goes fast."""
 
     def test_text_frame_reaches_on_text(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b'{"type":"register","tools":[]}'))
+        conn.receive(client_frame(Op.TEXT, b'{"type":"register","tools":[]}'))
         assert conn.events == [("text", b'{"type":"register","tools":[]}')]
         assert conn.link.writes == []
 
     def test_binary_frame_reaches_on_binary(self, conn: Connection) -> None:
-        conn.receive(client_frame(BINARY, b"\x00\xff"))
+        conn.receive(client_frame(Op.BINARY, b"\x00\xff"))
         assert conn.events == [("binary", b"\x00\xff")]
 
     def test_empty_text_and_binary_messages(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT), client_frame(BINARY))
+        conn.receive(client_frame(Op.TEXT), client_frame(Op.BINARY))
         assert conn.events == [("text", b""), ("binary", b"")]
 
     def test_exact_ping_reaches_on_exact_ping_only(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b'{"type":"ping"}'))
+        conn.receive(client_frame(Op.TEXT, b'{"type":"ping"}'))
         assert conn.events == [("exact_ping",)]
         # The handler sends the fixed pong; the WebSocket itself writes nothing.
         assert conn.link.writes == []
 
     def test_other_ping_text_is_an_ordinary_message(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b'{"type": "ping"}'))
+        conn.receive(client_frame(Op.TEXT, b'{"type": "ping"}'))
         assert conn.events == [("text", b'{"type": "ping"}')]
 
     def test_messages_split_across_reads_arrive_once_complete(self, conn: Connection) -> None:
-        data = client_frame(TEXT, b"first") + client_frame(TEXT, b"second" * 40)
+        data = client_frame(Op.TEXT, b"first") + client_frame(Op.TEXT, b"second" * 40)
         for i in range(len(data)):
             conn.ws.receive_data(data[i : i + 1])
         assert conn.events == [("text", b"first"), ("text", b"second" * 40)]
 
     def test_control_ping_is_answered_with_the_same_payload(self, conn: Connection) -> None:
-        conn.receive(client_frame(PING, b"are you there"))
+        conn.receive(client_frame(Op.PING, b"are you there"))
         assert conn.link.writes == [b"\x8a\x0dare you there"]
         assert conn.events == []
 
     def test_unsolicited_pong_is_ignored(self, conn: Connection) -> None:
-        conn.receive(client_frame(PONG, b"hi"), client_frame(TEXT, b"after"))
+        conn.receive(client_frame(Op.PONG, b"hi"), client_frame(Op.TEXT, b"after"))
         assert conn.link.writes == []
         assert conn.events == [("text", b"after")]
 
     def test_send_text_writes_one_text_frame(self, conn: Connection) -> None:
         conn.ws.send_text(b'{"type":"registered"}')
-        assert conn.sent() == [(True, TEXT, b'{"type":"registered"}')]
+        assert conn.sent() == [(True, Op.TEXT, b'{"type":"registered"}')]
 
     def test_send_frame_writes_the_bytes_as_given(self, conn: Connection) -> None:
         conn.ws.send_frame(b'\x81\x0f{"type":"pong"}')
@@ -385,70 +319,78 @@ class TestFragmentation:
     """RFC 6455 §5.4: fragments form one message; control frames may come between them."""
 
     def test_text_fragments_are_joined(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b"Hel", fin=False), client_frame(CONT, b"lo, ", fin=False))
+        conn.receive(
+            client_frame(Op.TEXT, b"Hel", fin=False), client_frame(Op.CONTINUATION, b"lo, ", fin=False)
+        )
         assert conn.events == []
-        conn.receive(client_frame(CONT, b"world"))
+        conn.receive(client_frame(Op.CONTINUATION, b"world"))
         assert conn.events == [("text", b"Hello, world")]
 
     def test_binary_fragments_are_joined(self, conn: Connection) -> None:
         conn.receive(
-            client_frame(BINARY, b"\x01", fin=False), client_frame(CONT, b""), client_frame(BINARY, b"\x02")
+            client_frame(Op.BINARY, b"\x01", fin=False),
+            client_frame(Op.CONTINUATION, b""),
+            client_frame(Op.BINARY, b"\x02"),
         )
         assert conn.events == [("binary", b"\x01"), ("binary", b"\x02")]
 
     def test_control_frames_between_fragments(self, conn: Connection) -> None:
         conn.receive(
-            client_frame(TEXT, b"part one ", fin=False),
-            client_frame(PING, b"ping-1"),
-            client_frame(CONT, b"part two ", fin=False),
-            client_frame(PONG, b"unsolicited"),
-            client_frame(PING, b""),
-            client_frame(CONT, b"end"),
+            client_frame(Op.TEXT, b"part one ", fin=False),
+            client_frame(Op.PING, b"ping-1"),
+            client_frame(Op.CONTINUATION, b"part two ", fin=False),
+            client_frame(Op.PONG, b"unsolicited"),
+            client_frame(Op.PING, b""),
+            client_frame(Op.CONTINUATION, b"end"),
         )
         assert conn.events == [("text", b"part one part two end")]
-        assert conn.sent() == [(True, PONG, b"ping-1"), (True, PONG, b"")]
+        assert conn.sent() == [(True, Op.PONG, b"ping-1"), (True, Op.PONG, b"")]
 
     def test_ping_between_binary_fragments_is_answered_at_once(self, conn: Connection) -> None:
-        conn.receive(client_frame(BINARY, b"ab", fin=False), client_frame(PING, b"\x00\x01\x02"))
-        assert conn.sent() == [(True, PONG, b"\x00\x01\x02")]
+        conn.receive(client_frame(Op.BINARY, b"ab", fin=False), client_frame(Op.PING, b"\x00\x01\x02"))
+        assert conn.sent() == [(True, Op.PONG, b"\x00\x01\x02")]
         assert conn.events == []
-        conn.receive(client_frame(CONT, b"cd"))
+        conn.receive(client_frame(Op.CONTINUATION, b"cd"))
         assert conn.events == [("binary", b"abcd")]
 
     def test_exact_ping_bytes_as_a_fragment_are_message_text(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b'{"type":"ping"}', fin=False), client_frame(CONT, b""))
+        conn.receive(client_frame(Op.TEXT, b'{"type":"ping"}', fin=False), client_frame(Op.CONTINUATION, b""))
         assert conn.events == [("text", b'{"type":"ping"}')]
 
     def test_continuation_without_a_message_is_1002(self, conn: Connection) -> None:
-        conn.receive(client_frame(CONT, b"orphan"))
+        conn.receive(client_frame(Op.CONTINUATION, b"orphan"))
         conn.assert_failed(1002)
         assert [e for e in conn.events if e[0] != "close"] == []
 
     def test_final_continuation_without_a_message_is_1002(self, conn: Connection) -> None:
-        conn.receive(client_frame(CONT, b"orphan", fin=False))
+        conn.receive(client_frame(Op.CONTINUATION, b"orphan", fin=False))
         conn.assert_failed(1002)
 
-    @pytest.mark.parametrize("opcode", [TEXT, BINARY])
+    @pytest.mark.parametrize("opcode", [Op.TEXT, Op.BINARY])
     def test_new_data_frame_during_a_fragmented_message_is_1002(self, conn: Connection, opcode: int) -> None:
-        conn.receive(client_frame(TEXT, b"start", fin=False), client_frame(opcode, b"intruder"))
+        conn.receive(client_frame(Op.TEXT, b"start", fin=False), client_frame(opcode, b"intruder"))
         conn.assert_failed(1002)
         assert [e for e in conn.events if e[0] != "close"] == []
 
     def test_exact_ping_during_a_fragmented_message_is_1002(self, conn: Connection) -> None:
-        conn.receive(client_frame(BINARY, b"start", fin=False), client_frame(TEXT, b'{"type":"ping"}'))
+        conn.receive(client_frame(Op.BINARY, b"start", fin=False), client_frame(Op.TEXT, b'{"type":"ping"}'))
         conn.assert_failed(1002)
         assert ("exact_ping",) not in conn.events
 
     def test_fragments_over_4_mib_in_total_are_1009(self, conn: Connection) -> None:
         conn.receive(
-            client_frame(BINARY, b"a" * (2 * MiB), fin=False), client_frame(CONT, b"b" * (2 * MiB), fin=False)
+            client_frame(Op.BINARY, b"a" * (2 * MiB), fin=False),
+            client_frame(Op.CONTINUATION, b"b" * (2 * MiB), fin=False),
         )
         assert conn.events == []
-        conn.receive(client_frame(CONT, b"c"))
+        conn.receive(client_frame(Op.CONTINUATION, b"c"))
         conn.assert_failed(1009)
 
     def test_fragments_of_exactly_4_mib_in_total_are_accepted(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b"a" * (2 * MiB), fin=False), client_frame(CONT, b"b" * (2 * MiB)))
+        conn.receive(
+            client_frame(Op.TEXT, b"a" * (2 * MiB), fin=False),
+            client_frame(Op.CONTINUATION, b"b" * (2 * MiB)),
+        )
         assert conn.events == [("text", b"a" * (2 * MiB) + b"b" * (2 * MiB))]
         assert conn.link.writes == []
         assert len(conn.events[0][1]) == MAX_MESSAGE_BYTES  # type: ignore[arg-type]
@@ -464,7 +406,7 @@ class TestUtf8:
 
     def test_valid_non_ascii_text_is_delivered(self, conn: Connection) -> None:
         text = "Grüße, 世界 🌍".encode()
-        conn.receive(client_frame(TEXT, text))
+        conn.receive(client_frame(Op.TEXT, text))
         assert conn.events == [("text", text)]
 
     @pytest.mark.parametrize(
@@ -473,38 +415,38 @@ class TestUtf8:
         ids=["invalid-byte", "truncated", "overlong", "surrogate", "above-max", "lone-continuation"],
     )
     def test_invalid_utf8_in_one_frame_is_1007(self, conn: Connection, payload: bytes) -> None:
-        conn.receive(client_frame(TEXT, payload))
+        conn.receive(client_frame(Op.TEXT, payload))
         conn.assert_failed(1007)
         assert [e for e in conn.events if e[0] == "text"] == []
 
     def test_invalid_binary_is_not_checked(self, conn: Connection) -> None:
-        conn.receive(client_frame(BINARY, b"\xff\xfe"))
+        conn.receive(client_frame(Op.BINARY, b"\xff\xfe"))
         assert conn.events == [("binary", b"\xff\xfe")]
 
     def test_invalid_fragment_fails_before_the_message_ends(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b"fine so far", fin=False))
+        conn.receive(client_frame(Op.TEXT, b"fine so far", fin=False))
         assert conn.link.writes == []
-        conn.receive(client_frame(CONT, b"\xff", fin=False))
+        conn.receive(client_frame(Op.CONTINUATION, b"\xff", fin=False))
         conn.assert_failed(1007)
 
     def test_invalid_first_fragment_fails_at_once(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b"\xc3\x28", fin=False))
+        conn.receive(client_frame(Op.TEXT, b"\xc3\x28", fin=False))
         conn.assert_failed(1007)
 
     def test_sequence_split_across_fragments_is_valid(self, conn: Connection) -> None:
         euro = "€".encode()  # e2 82 ac
         conn.receive(
-            client_frame(TEXT, b"price: " + euro[:1], fin=False),
-            client_frame(CONT, euro[1:2], fin=False),
-            client_frame(CONT, euro[2:] + b"5"),
+            client_frame(Op.TEXT, b"price: " + euro[:1], fin=False),
+            client_frame(Op.CONTINUATION, euro[1:2], fin=False),
+            client_frame(Op.CONTINUATION, euro[2:] + b"5"),
         )
         assert conn.events == [("text", "price: €5".encode())]
         assert conn.link.writes == []
 
     def test_sequence_cut_by_the_end_of_the_message_is_1007(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b"price: \xe2\x82", fin=False))
+        conn.receive(client_frame(Op.TEXT, b"price: \xe2\x82", fin=False))
         assert conn.link.writes == []
-        conn.receive(client_frame(CONT, b""))
+        conn.receive(client_frame(Op.CONTINUATION, b""))
         conn.assert_failed(1007)
         assert [e for e in conn.events if e[0] == "text"] == []
 
@@ -532,13 +474,13 @@ class TestClosingHandshake:
         assert conn.link.ends == [False]
 
     def test_close_with_a_one_byte_payload_is_1002(self, conn: Connection) -> None:
-        conn.receive(client_frame(CLOSE, b"\x03"))
-        conn.assert_failed(1002)
+        conn.receive(client_frame(Op.CLOSE, b"\x03"))
+        conn.assert_failed(1002, peer_closed=True)
 
     @pytest.mark.parametrize("code", [0, 999, 1004, 1005, 1006, 1015, 1016, 2999, 5000, 65535])
     def test_invalid_close_codes_are_1002(self, conn: Connection, code: int) -> None:
         conn.receive(client_close(code, b"x"))
-        conn.assert_failed(1002)
+        conn.assert_failed(1002, peer_closed=True)
 
     @pytest.mark.parametrize(
         "code", [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 3000, 4000, 4409, 4999]
@@ -551,7 +493,7 @@ class TestClosingHandshake:
 
     def test_close_reason_not_utf8_is_1007(self, conn: Connection) -> None:
         conn.receive(client_close(1000, b"\xff\xfe"))
-        conn.assert_failed(1007)
+        conn.assert_failed(1007, peer_closed=True)
 
     def test_close_reason_of_123_bytes_is_accepted(self, conn: Connection) -> None:
         reason = "é".encode() * 61 + b"!"
@@ -559,14 +501,14 @@ class TestClosingHandshake:
         assert conn.events == [("close", 1001, reason.decode())]
 
     def test_frames_after_the_peers_close_are_ignored(self, conn: Connection) -> None:
-        conn.receive(client_close(1000), client_frame(TEXT, b"late"), client_frame(PING, b"late"))
-        conn.receive(client_frame(TEXT, b"later"), client_close(1000))
+        conn.receive(client_close(1000), client_frame(Op.TEXT, b"late"), client_frame(Op.PING, b"late"))
+        conn.receive(client_frame(Op.TEXT, b"later"), client_close(1000))
         assert conn.events == [("close", 1000, "")]
         assert conn.link.writes == [b"\x88\x02\x03\xe8"]
         assert conn.link.ends == [False]
 
     def test_messages_before_the_peers_close_in_the_same_read_are_delivered(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b"last words"), client_close(1001))
+        conn.receive(client_frame(Op.TEXT, b"last words"), client_close(1001))
         assert conn.events == [("text", b"last words"), ("close", 1001, "")]
 
     def test_server_close_sends_code_and_reason_and_waits_for_the_peer(self, conn: Connection) -> None:
@@ -578,10 +520,10 @@ class TestClosingHandshake:
     def test_frames_after_a_sent_close_are_ignored_until_the_peers_close(self, conn: Connection) -> None:
         conn.ws.close(1001, "bridge shutting down")
         conn.receive(
-            client_frame(TEXT, b"ignored"),
-            client_frame(PING, b"unanswered"),
-            client_frame(BINARY, b"x", fin=False),
-            client_frame(CONT, b"\xff"),
+            client_frame(Op.TEXT, b"ignored"),
+            client_frame(Op.PING, b"unanswered"),
+            client_frame(Op.BINARY, b"x", fin=False),
+            client_frame(Op.CONTINUATION, b"\xff"),
         )
         assert conn.events == [("close", 1001, "bridge shutting down")]
         assert conn.sent_close() == (1001, b"bridge shutting down")
@@ -594,13 +536,13 @@ class TestClosingHandshake:
 
     def test_broken_frames_after_a_sent_close_are_not_a_second_close(self, conn: Connection) -> None:
         conn.ws.close(1000, "done")
-        conn.receive(client_frame(TEXT, b"unmasked", masked=False))
+        conn.receive(client_frame(Op.TEXT, b"unmasked", mask=None))
         assert conn.sent_close() == (1000, b"done")
         assert len(conn.events) == 1
 
     def test_nothing_is_read_after_the_connection_closed(self, conn: Connection) -> None:
         conn.receive(client_close(1000))
-        conn.receive(client_frame(TEXT, b"ghost"), client_frame(PING), client_close(1000))
+        conn.receive(client_frame(Op.TEXT, b"ghost"), client_frame(Op.PING), client_close(1000))
         assert conn.events == [("close", 1000, "")]
         assert conn.link.writes == [b"\x88\x02\x03\xe8"]
         assert conn.link.ends == [False]
@@ -623,21 +565,23 @@ class TestClosingHandshake:
         assert conn.events == [("close", 4400, reason)]
 
     def test_framing_error_closes_with_our_reason(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b"hi", masked=False))
+        conn.receive(client_frame(Op.TEXT, b"hi", mask=None))
         conn.assert_failed(1002, stream_broken=True)
         _, reason = conn.sent_close()
         assert reason
         reason.decode("utf-8")
 
     def test_after_a_framing_error_nothing_more_is_read(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b"hi", masked=False) + client_frame(CLOSE, struct.pack("!H", 1000)))
+        conn.receive(
+            client_frame(Op.TEXT, b"hi", mask=None) + client_frame(Op.CLOSE, struct.pack("!H", 1000))
+        )
         conn.assert_failed(1002, stream_broken=True)
         assert [event[0] for event in conn.events] == ["close"]
 
     def test_after_a_message_error_the_peers_close_reply_is_read(self, conn: Connection) -> None:
-        conn.receive(client_frame(TEXT, b"\xff"))
+        conn.receive(client_frame(Op.TEXT, b"\xff"))
         conn.assert_failed(1007)
-        conn.receive(client_frame(CLOSE, struct.pack("!H", 1007)))
+        conn.receive(client_frame(Op.CLOSE, struct.pack("!H", 1007)))
         assert conn.link.ends == [True, False]
 
     def test_connection_lost_while_open_is_1006(self, conn: Connection) -> None:
@@ -645,7 +589,7 @@ class TestClosingHandshake:
         assert conn.events == [("close", 1006, "connection lost")]
         conn.ws.connection_lost()
         assert len(conn.events) == 1
-        conn.receive(client_frame(TEXT, b"after"))
+        conn.receive(client_frame(Op.TEXT, b"after"))
         assert len(conn.events) == 1
 
     def test_connection_lost_after_a_close_tells_nothing_more(self, conn: Connection) -> None:

@@ -13,7 +13,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Self
 
 import httpx2
 from mcp import Client
@@ -33,6 +33,8 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 OFFLINE = "The application is not connected: its tools are unavailable until it reconnects."
 DISCONNECTED = "The application disconnected before answering."
+REQUEST_CANCELLED = -32800
+LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
 
 WAIT = 10.0  # seconds any single expected event may take on a busy 2-core machine
 
@@ -203,6 +205,21 @@ def legacy_headers(bridge: Any, client_id: str, **extra: str) -> dict[str, str]:
     return {**bearer(bridge, client_id), "Accept": ACCEPT_BOTH, "Content-Type": "application/json", **extra}
 
 
+def initialize_params(version: str = "2025-11-25") -> dict[str, Any]:
+    """The params of a legacy `initialize` asking for revision `version`."""
+    return {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+
+
+async def legacy_session(http: httpx2.AsyncClient, bridge: Any, client_id: str = "x") -> str:
+    """The Mcp-Session-Id minted by a legacy `initialize` from `client_id`'s agent."""
+    response = await http.post(
+        "/mcp",
+        json=legacy_body("initialize", 0, initialize_params()),
+        headers=legacy_headers(bridge, client_id),
+    )
+    return response.headers["mcp-session-id"]
+
+
 @contextlib.asynccontextmanager
 async def http_client(bridge: Any) -> AsyncIterator[httpx2.AsyncClient]:
     """A plain HTTP client for the bridge, without default credentials."""
@@ -236,8 +253,15 @@ class RawHttp:
 
     @classmethod
     async def open(cls, bridge: Any) -> RawHttp:
+        """A connection to the bridge; `with await RawHttp.open(bridge) as raw:` closes it at the end."""
         reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
         return cls(reader, writer, bridge.port)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def send(self, method: str, target: str, headers: dict[str, str], body: bytes | Any = b"") -> None:
         if not isinstance(body, bytes):

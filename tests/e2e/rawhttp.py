@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+from wire import Op, client_frame, read_server_frame
+
 READ_TIMEOUT = 10.0
 
 
@@ -193,8 +195,6 @@ def tool_error_text(response: Response, request_id: int | str = 1) -> str:
 
 # -- WebSocket -------------------------------------------------------------------------------
 
-OP_CONTINUATION, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
-
 
 def upgrade_request(protocols: list[str] | None, target: str = "/connect", key: bytes | None = None) -> bytes:
     key = key or base64.b64encode(os.urandom(16))
@@ -203,26 +203,6 @@ def upgrade_request(protocols: list[str] | None, target: str = "/connect", key: 
         f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         f"Sec-WebSocket-Key: {key.decode()}\r\nSec-WebSocket-Version: 13\r\n{offered}\r\n"
     ).encode()
-
-
-def frame(
-    opcode: int, payload: bytes, *, fin: bool = True, rsv: int = 0, mask: bytes | None = b"\x37\xfa\x21\x3d"
-) -> bytes:
-    """One client frame; `mask=None` sends it unmasked (a protocol error from a client)."""
-    first = (0x80 if fin else 0) | (rsv << 4) | opcode
-    n = len(payload)
-    mask_bit = 0x80 if mask is not None else 0
-    if n < 126:
-        head = bytes((first, mask_bit | n))
-    elif n < 0x10000:
-        head = bytes((first, mask_bit | 126)) + n.to_bytes(2, "big")
-    else:
-        head = bytes((first, mask_bit | 127)) + n.to_bytes(8, "big")
-    if mask is None:
-        return head + payload
-    key = (mask * (n // 4 + 1))[:n]
-    masked = (int.from_bytes(payload, "big") ^ int.from_bytes(key, "big")).to_bytes(n, "big") if n else b""
-    return head + mask + masked
 
 
 class RawApp(RawHttp):
@@ -236,30 +216,22 @@ class RawApp(RawHttp):
         assert response.header("sec-websocket-protocol") == "clientmcp.v1"
 
     def send_text(self, text: str | bytes) -> None:
-        self.send(frame(OP_TEXT, text.encode() if isinstance(text, str) else text))
+        self.send(client_frame(Op.TEXT, text.encode() if isinstance(text, str) else text))
 
     def read_frame(self) -> tuple[bool, int, bytes]:
-        """The next server frame: (fin, opcode, payload); server frames are never masked."""
-        first, second = self.read_exactly(2)
-        assert not second & 0x80, "a server frame must not be masked"
-        assert not first & 0x70, "reserved bits set in a server frame"
-        length = second & 0x7F
-        if length == 126:
-            length = int.from_bytes(self.read_exactly(2), "big")
-        elif length == 127:
-            length = int.from_bytes(self.read_exactly(8), "big")
-        return bool(first & 0x80), first & 0x0F, self.read_exactly(length)
+        """The next server frame: (fin, opcode, payload), checked as `wire.read_server_frame` does."""
+        return read_server_frame(self.read_exactly)
 
     def read_text(self) -> str:
         fin, opcode, payload = self.read_frame()
-        assert (fin, opcode) == (True, OP_TEXT), (fin, opcode, payload[:200])
+        assert (fin, opcode) == (True, Op.TEXT), (fin, opcode, payload[:200])
         return payload.decode("utf-8")
 
     def read_close(self) -> tuple[int, str]:
         """Skip data frames up to the bridge's close frame; its (code, reason)."""
         while True:
             _, opcode, payload = self.read_frame()
-            if opcode == OP_CLOSE:
+            if opcode == Op.CLOSE:
                 assert len(payload) >= 2, payload
                 return int.from_bytes(payload[:2], "big"), payload[2:].decode("utf-8")
 

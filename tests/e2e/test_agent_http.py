@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 from agents import (
     ACCEPT_BOTH,
+    LIST_CHANGED,
     META_CAPABILITIES,
     META_SERVER_INFO,
     META_SUBSCRIPTION,
     META_VERSION,
     MODERN,
+    REQUEST_CANCELLED,
     SUPPORTED,
     WAIT,
     HeldTool,
@@ -30,8 +32,10 @@ from agents import (
     error_of,
     eventually,
     http_client,
+    initialize_params,
     legacy_body,
     legacy_headers,
+    legacy_session,
     modern_body,
     modern_headers,
     nothing_leaks,
@@ -50,10 +54,7 @@ UNSUPPORTED_VERSION = -32022
 INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
 PARSE_ERROR = -32700
-REQUEST_CANCELLED = -32800
 FOUR_MIB = 4 * 1024 * 1024
-
-LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
 
 FORECAST_SCHEMA = {
     "type": "object",
@@ -63,11 +64,6 @@ FORECAST_SCHEMA = {
         "detail": {"type": "boolean", "x-mcp-header": "Detail"},
     },
 }
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def echo(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -170,11 +166,7 @@ async def test_an_unknown_revision_is_unsupported(bridge, version, where):
 
 async def test_initialize_is_legacy_unless_a_modern_revision_is_named(bridge):
     """initialize without a modern revision is the legacy handshake; with a modern _meta it is 404 -32601."""
-    params = {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    }
+    params = initialize_params("2025-06-18")
     async with http_client(bridge) as http:
         legacy = await http.post(
             "/mcp", json=legacy_body("initialize", 1, params), headers=legacy_headers(bridge, "x")
@@ -271,8 +263,7 @@ async def test_accept_naming_neither_json_nor_sse_is_406(bridge, accept):
 
 async def test_missing_accept_counts_as_anything(bridge):
     """A POST without any Accept header is served, as JSON."""
-    raw = await RawHttp.open(bridge)
-    try:
+    with await RawHttp.open(bridge) as raw:
         raw.send(
             "POST",
             "/mcp",
@@ -283,14 +274,11 @@ async def test_missing_accept_counts_as_anything(bridge):
         assert response.status == 200
         assert response.headers["content-type"] == "application/json"
         assert json.loads(await raw.body(response)) == {"jsonrpc": "2.0", "id": 5, "result": {}}
-    finally:
-        raw.close()
 
 
 async def test_answers_are_sse_only_when_json_is_not_accepted(bridge):
     """Accept naming only text/event-stream gets the answer as one SSE event."""
-    raw = await RawHttp.open(bridge)
-    try:
+    with await RawHttp.open(bridge) as raw:
         raw.send(
             "POST", "/mcp", {**bearer(bridge, "x"), "Accept": "text/event-stream"}, legacy_body("ping", "p")
         )
@@ -303,8 +291,6 @@ async def test_answers_are_sse_only_when_json_is_not_accepted(bridge):
         else:
             assert await raw.sse_item() == ("message", {"jsonrpc": "2.0", "id": "p", "result": {}})
             assert await raw.sse_item() is None
-    finally:
-        raw.close()
 
 
 async def test_listen_needs_sse_in_accept(bridge):
@@ -319,8 +305,7 @@ async def test_listen_needs_sse_in_accept(bridge):
 
 async def test_body_over_4_mib_is_413_with_a_json_rpc_error(bridge):
     """A Content-Length over 4 MiB is refused before the body is read."""
-    raw = await RawHttp.open(bridge)
-    try:
+    with await RawHttp.open(bridge) as raw:
         raw.send(
             "POST",
             "/mcp",
@@ -330,14 +315,11 @@ async def test_body_over_4_mib_is_413_with_a_json_rpc_error(bridge):
         assert response.status == 413
         answer = json.loads(await raw.body(response))
         assert answer["jsonrpc"] == "2.0" and answer["id"] is None and "code" in answer["error"]
-    finally:
-        raw.close()
 
 
 async def test_chunked_body_over_4_mib_is_413(bridge):
     """A chunked body that grows past 4 MiB is refused too."""
-    raw = await RawHttp.open(bridge)
-    try:
+    with await RawHttp.open(bridge) as raw:
         head = "".join(f"{k}: {v}\r\n" for k, v in legacy_headers(bridge, "x").items())
         piece = b" " * (1024 * 1024)
         chunks = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for _ in range(5))
@@ -348,8 +330,6 @@ async def test_chunked_body_over_4_mib_is_413(bridge):
         )
         response = await raw.head()
         assert response.status == 413
-    finally:
-        raw.close()
 
 
 async def test_body_of_exactly_4_mib_is_read(bridge):
@@ -421,16 +401,13 @@ async def test_checks_run_in_the_documented_order(bridge, case, status, code):
     elif case == "headers before dispatch":
         headers["MCP-Protocol-Version"] = MODERN  # no Mcp-Method, and an unknown method
         body = json.dumps(modern_body("no/such/method")).encode()
-    raw = await RawHttp.open(bridge)
-    try:
+    with await RawHttp.open(bridge) as raw:
         raw.send(method, target, headers, body)
         response = await raw.head()
         assert response.status == status
         answer = await raw.body(response)
         if code is not None:
             assert json.loads(answer)["error"]["code"] == code
-    finally:
-        raw.close()
 
 
 # -- MCP.md §A.3, §D.2: the modern ladder -----------------------------------------------------
@@ -507,13 +484,10 @@ async def test_mcp_name_header_must_equal_the_tool_name(bridge, mcp_name, accept
     body = modern_body("tools/call", "c", {"name": "echo", "arguments": {"a": 1}})
     async with online_app(bridge, "x", {"echo": echo}):
         # A bare socket: HTTP libraries refuse to send a value with surrounding spaces.
-        raw = await RawHttp.open(bridge)
-        try:
+        with await RawHttp.open(bridge) as raw:
             raw.send("POST", "/mcp", headers, body)
             response = await raw.head()
             answer = json.loads(await raw.body(response))
-        finally:
-            raw.close()
     if accepted:
         assert response.status == 200
         assert answer["result"]["content"][0]["text"] == '{"a": 1}'
@@ -640,7 +614,7 @@ async def test_errors_echo_the_request_id_with_its_json_type(bridge, request_id,
 )
 async def test_initialize_answers_the_requested_legacy_revision(bridge, asked, answered):
     """initialize returns the revision asked for if legacy, else 2025-11-25, with our identity and capabilities."""
-    params = {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    params = initialize_params(asked)
     async with (
         online_app(bridge, "x", {"echo": echo}, instructions="Use echo to test."),
         http_client(bridge) as http,
@@ -664,11 +638,7 @@ async def test_initialize_answers_the_requested_legacy_revision(bridge, asked, a
 
 async def test_initialize_mints_a_fresh_session_id_each_time(bridge):
     """Every initialize gets its own random, visible-ASCII Mcp-Session-Id; offline means no instructions."""
-    params = {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    }
+    params = initialize_params()
     sessions = set()
     async with http_client(bridge) as http:
         for request_id in range(3):
@@ -953,8 +923,7 @@ async def test_slow_call_is_streamed_with_keep_alives_then_one_message(bridge, e
     else:
         headers, body = legacy_headers(bridge, "x"), legacy_body("tools/call", 31, {"name": "slow"})
     async with online_app(bridge, "x", {"slow": slow}):
-        raw = await RawHttp.open(bridge)
-        try:
+        with await RawHttp.open(bridge) as raw:
             raw.send("POST", "/mcp", headers, body)
             response = await raw.head()
             assert response.status == 200
@@ -962,8 +931,6 @@ async def test_slow_call_is_streamed_with_keep_alives_then_one_message(bridge, e
             items = []
             while (item := await raw.sse_item()) is not None:
                 items.append(item)
-        finally:
-            raw.close()
     *comments, last = items
     assert len(comments) >= 2 and set(comments) == {("comment", "keep-alive")}
     expected = {"content": [{"type": "text", "text": "a\nb"}], "structuredContent": {"k": "v\n"}}
@@ -995,14 +962,11 @@ async def test_streamed_result_stays_one_valid_event_whatever_the_apps_whitespac
     else:
         headers, body = legacy_headers(bridge, "x"), legacy_body("tools/call", 1, {"name": "slow"})
     async with app:
-        raw = await RawHttp.open(bridge)
-        try:
+        with await RawHttp.open(bridge) as raw:
             raw.send("POST", "/mcp", headers, body)
             assert (await raw.head()).headers["content-type"] == "text/event-stream"
             answer = await raw.sse_message()
             assert await raw.sse_item() is None
-        finally:
-            raw.close()
     assert answer["result"]["structuredContent"] == {"a": [1, 2]}
     assert answer["result"]["content"] == [{"type": "text", "text": "x"}]
     await nothing_leaks(bridge)
@@ -1037,26 +1001,13 @@ async def test_fast_call_is_plain_json_even_when_sse_is_accepted(bridge):
 # -- spec §4.3, BRIDGE.md §5.1: cancellation --------------------------------------------------
 
 
-async def _initialize(http: Any, bridge: Any) -> str:
-    params = {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    }
-    response = await http.post(
-        "/mcp", json=legacy_body("initialize", 0, params), headers=legacy_headers(bridge, "x")
-    )
-    return response.headers["mcp-session-id"]
-
-
 @pytest.mark.parametrize("with_session", [True, False])
 async def test_legacy_notifications_cancelled_sends_cancel_and_ends_the_json_answer(bridge, with_session):
     """notifications/cancelled naming a call of the same session: `cancel` to the app, -32800 to the agent."""
     held = HeldTool()
     async with online_app(bridge, "x", {"held": held}) as app, http_client(bridge) as http:
-        session = {"Mcp-Session-Id": await _initialize(http, bridge)} if with_session else {}
-        raw = await RawHttp.open(bridge)
-        try:
+        session = {"Mcp-Session-Id": await legacy_session(http, bridge)} if with_session else {}
+        with await RawHttp.open(bridge) as raw:
             headers = {**legacy_headers(bridge, "x", **session), "Accept": "application/json"}
             raw.send("POST", "/mcp", headers, legacy_body("tools/call", 1, {"name": "held"}))
             await asyncio.wait_for(held.started.wait(), WAIT)
@@ -1073,8 +1024,6 @@ async def test_legacy_notifications_cancelled_sends_cancel_and_ends_the_json_ans
             }
             await asyncio.wait_for(held.cancelled.wait(), WAIT)
             assert app.calls_cancelled == 1
-        finally:
-            raw.close()
     await nothing_leaks(bridge)
 
 
@@ -1082,9 +1031,8 @@ async def test_legacy_notifications_cancelled_ends_a_streamed_answer_without_an_
     """A call already streaming: the cancel closes the stream with no message event."""
     held = HeldTool()
     async with online_app(bridge, "x", {"held": held}) as app, http_client(bridge) as http:
-        session = await _initialize(http, bridge)
-        raw = await RawHttp.open(bridge)
-        try:
+        session = await legacy_session(http, bridge)
+        with await RawHttp.open(bridge) as raw:
             raw.send(
                 "POST",
                 "/mcp",
@@ -1103,8 +1051,6 @@ async def test_legacy_notifications_cancelled_ends_a_streamed_answer_without_an_
                 assert item == ("comment", "keep-alive")
             await asyncio.wait_for(held.cancelled.wait(), WAIT)
             assert app.calls_cancelled == 1
-        finally:
-            raw.close()
     await nothing_leaks(bridge)
 
 
@@ -1117,9 +1063,8 @@ async def test_legacy_notifications_cancelled_must_name_the_call_exactly(bridge,
     """Same id with its JSON type, same session: anything else cancels nothing and the call completes."""
     held = HeldTool(result="finished")
     async with online_app(bridge, "x", {"held": held}) as app, http_client(bridge) as http:
-        session = await _initialize(http, bridge)
-        raw = await RawHttp.open(bridge)
-        try:
+        session = await legacy_session(http, bridge)
+        with await RawHttp.open(bridge) as raw:
             headers = {
                 **legacy_headers(bridge, "x", **{"Mcp-Session-Id": session}),
                 "Accept": "application/json",
@@ -1142,8 +1087,6 @@ async def test_legacy_notifications_cancelled_must_name_the_call_exactly(bridge,
             assert answer["result"]["content"][0]["text"] == "finished"
             assert not held.cancelled.is_set()
             assert app.calls_cancelled == 0
-        finally:
-            raw.close()
     await nothing_leaks(bridge)
 
 
@@ -1200,8 +1143,7 @@ async def test_listen_acknowledges_tags_and_ends_with_its_final_result(bridge, r
         "resourcesListChanged": True,
         "resourceSubscriptions": ["file:///x"],
     }
-    raw = await _listen(bridge, "x", request_id, wanted)
-    try:
+    with await _listen(bridge, "x", request_id, wanted) as raw:
         assert await raw.sse_message() == _ack(request_id, {"toolsListChanged": True})
         # The stream is open while the app is offline; the app connecting with tools is a change.
         app = app_for(bridge, "x")
@@ -1224,15 +1166,14 @@ async def test_listen_acknowledges_tags_and_ends_with_its_final_result(bridge, r
         }
         assert await raw.sse_message() == final
         assert await raw.sse_item() is None
-    finally:
-        raw.close()
 
 
 async def test_listen_without_tools_list_changed_never_gets_it(bridge):
     """A listen that did not ask for toolsListChanged hears nothing of tool changes, to its final result."""
-    quiet = await _listen(bridge, "x", 1, {"promptsListChanged": True})
-    loud = await _listen(bridge, "x", 2, {"toolsListChanged": True})
-    try:
+    with (
+        await _listen(bridge, "x", 1, {"promptsListChanged": True}) as quiet,
+        await _listen(bridge, "x", 2, {"toolsListChanged": True}) as loud,
+    ):
         assert await quiet.sse_message() == _ack(1, {})
         assert await loud.sse_message() == _ack(2, {"toolsListChanged": True})
         async with online_app(bridge, "x", {"one": noop}) as app:
@@ -1246,15 +1187,11 @@ async def test_listen_without_tools_list_changed_never_gets_it(bridge):
             "result": {"resultType": "complete", "_meta": {META_SUBSCRIPTION: 1}},
         }
         assert await quiet.sse_item() is None
-    finally:
-        quiet.close()
-        loud.close()
 
 
 async def test_identical_register_announces_nothing(bridge):
     """A register with the same tool set is no change; the next real change is the next event."""
-    raw = await _listen(bridge, "x", "l", {"toolsListChanged": True})
-    try:
+    with await _listen(bridge, "x", "l", {"toolsListChanged": True}) as raw:
         await raw.sse_message()  # the ack
         async with online_app(bridge, "x", {"one": noop}) as app:
             await raw.sse_message()
@@ -1265,14 +1202,11 @@ async def test_identical_register_announces_nothing(bridge):
             assert (await raw.sse_message())["method"] == "notifications/tools/list_changed"
             await stop_bridge(bridge)
             assert "result" in await raw.sse_message()
-    finally:
-        raw.close()
 
 
 async def test_legacy_get_stream_receives_list_changed_and_ends_on_shutdown(bridge):
     """GET with Accept text/event-stream: list_changed on connect, change and disconnect; closed on shutdown."""
-    raw = await RawHttp.open(bridge)
-    try:
+    with await RawHttp.open(bridge) as raw:
         raw.send(
             "GET",
             "/mcp",
@@ -1288,8 +1222,6 @@ async def test_legacy_get_stream_receives_list_changed_and_ends_on_shutdown(brid
         assert await raw.sse_message() == LIST_CHANGED  # the app going offline empties its tool set
         await stop_bridge(bridge)
         assert await raw.sse_item() is None
-    finally:
-        raw.close()
 
 
 async def test_get_without_sse_in_accept_is_406(bridge):
@@ -1301,9 +1233,7 @@ async def test_get_without_sse_in_accept_is_406(bridge):
 async def test_notification_streams_per_client_are_limited(start_bridge):
     """Past max_streams_per_client, both kinds of stream get 429; other client IDs are not affected."""
     bridge = start_bridge(max_streams_per_client=1)
-    first = await RawHttp.open(bridge)
-    other = await RawHttp.open(bridge)
-    try:
+    with await RawHttp.open(bridge) as first, await RawHttp.open(bridge) as other:
         first.send("GET", "/mcp", {**bearer(bridge, "x"), "Accept": "text/event-stream"})
         assert (await first.head()).status == 200
         async with http_client(bridge) as http:
@@ -1321,9 +1251,6 @@ async def test_notification_streams_per_client_are_limited(start_bridge):
         await eventually(bridge, lambda s: s.bridge.stream_count == 1)
         again = await _listen(bridge, "x", 3, {"toolsListChanged": True})
         again.close()
-    finally:
-        first.close()
-        other.close()
     await nothing_leaks(bridge)
 
 
@@ -1445,11 +1372,7 @@ async def test_responses_to_an_allowed_origin_carry_cors_headers(start_bridge, a
     """Every answer to an allowed origin (a 401 included) names it, varies on Origin, exposes our headers."""
     bridge = start_bridge(allowed_origins=("https://app.example.com",))
     headers = legacy_headers(bridge, "x") if authorized else {"Accept": ACCEPT_BOTH}
-    params = {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    }
+    params = initialize_params()
     async with http_client(bridge) as http:
         response = await http.post(
             "/mcp",

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import jwt
@@ -21,7 +22,7 @@ import pytest
 from conftest import SECRET
 from rawhttp import RawHttp, mcp_post, tool_call, tool_error_text, wait_until
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect
+from websockets.sync.client import ClientConnection, connect
 
 CLIENTMCP = str(Path(sys.executable).with_name("clientmcp"))
 SECRET_TEXT = "cli-tests-secret-0123456789abcdef-0123456789"
@@ -295,6 +296,20 @@ def healthz(port: int) -> tuple[int, bytes] | None:
         return None
 
 
+@contextmanager
+def echo_app(port: int, client_id: str) -> Iterator[ClientConnection]:
+    """A `websockets` app on `port`, its token from `clientmcp token`, registered with one tool, `echo`."""
+    token = minted(run("token", "client", client_id))
+    with connect(
+        f"ws://127.0.0.1:{port}/connect", subprotocols=["clientmcp.v1", token], open_timeout=10, legacy=True
+    ) as ws:
+        ws.send(
+            json.dumps({"type": "register", "tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})
+        )
+        assert json.loads(ws.recv(timeout=10)) == {"type": "registered"}
+        yield ws
+
+
 @pytest.fixture
 def serve() -> Iterator:
     """A factory for `clientmcp` server processes, all killed at teardown if still running."""
@@ -317,19 +332,7 @@ class TestServe:
         """`clientmcp serve` answers /healthz; on SIGTERM or SIGINT apps get 1001 and it exits 0 in 5 s."""
         port = free_port()
         served = serve(["serve", "--host", "127.0.0.1", "--port", str(port)], port)
-        token = minted(run("token", "client", "alice"))
-        with connect(
-            f"ws://127.0.0.1:{port}/connect",
-            subprotocols=["clientmcp.v1", token],
-            open_timeout=10,
-            legacy=True,
-        ) as ws:
-            ws.send(
-                json.dumps(
-                    {"type": "register", "tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
-                )
-            )
-            assert json.loads(ws.recv(timeout=10)) == {"type": "registered"}
+        with echo_app(port, "alice") as ws:
             code, took = served.stop(sig)
             with pytest.raises(ConnectionClosed) as caught:
                 ws.recv(timeout=10)
@@ -378,19 +381,7 @@ class TestServe:
             served = serve(
                 ["serve", "--host", "127.0.0.1", "--port", str(port), *args], port, CLIENTMCP_CALL_TIMEOUT="1"
             )
-            token = minted(run("token", "client", "mute"))
-            with connect(
-                f"ws://127.0.0.1:{port}/connect",
-                subprotocols=["clientmcp.v1", token],
-                open_timeout=10,
-                legacy=True,
-            ) as ws:
-                ws.send(
-                    json.dumps(
-                        {"type": "register", "tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
-                    )
-                )
-                assert json.loads(ws.recv(timeout=10)) == {"type": "registered"}
+            with echo_app(port, "mute") as ws:
                 with RawHttp(port) as conn:
                     started = time.monotonic()
                     conn.send(mcp_post(tool_call("echo", {}, 1), minted(run("token", "agent", "mute"))))

@@ -15,23 +15,11 @@ import time
 
 import pytest
 from conftest import make_token
-from rawhttp import (
-    OP_CLOSE,
-    OP_CONTINUATION,
-    OP_PING,
-    OP_PONG,
-    OP_TEXT,
-    RawApp,
-    RawHttp,
-    frame,
-    mcp_post,
-    tool_call,
-    tool_error_text,
-    upgrade_request,
-)
+from rawhttp import RawApp, RawHttp, mcp_post, tool_call, tool_error_text, upgrade_request
 from websockets.asyncio.client import connect as connect_async
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
+from wire import Op, client_frame
 
 MAX_MESSAGE = 4 * 1024 * 1024
 PING = '{"type":"ping"}'
@@ -151,8 +139,8 @@ class TestHandshake:
     def test_websocket_ping_frame_gets_pong_frame(self, bridge):
         """An RFC 6455 ping control frame is answered with a pong carrying the same payload."""
         app = RawApp(bridge.port, bridge.token("client", "alice"))
-        app.send(frame(OP_PING, b"are-you-there"))
-        assert app.read_frame() == (True, OP_PONG, b"are-you-there")
+        app.send(client_frame(Op.PING, b"are-you-there"))
+        assert app.read_frame() == (True, Op.PONG, b"are-you-there")
         app.close()
 
 
@@ -388,7 +376,7 @@ class TestFraming:
         """Fragments adding up to 4 MiB + 1 byte close with 1009."""
         app = raw_app(bridge)
         half = b"y" * (MAX_MESSAGE // 2)
-        app.send(frame(OP_TEXT, half, fin=False) + frame(OP_CONTINUATION, half + b"y"))
+        app.send(client_frame(Op.TEXT, half, fin=False) + client_frame(Op.CONTINUATION, half + b"y"))
         assert app.read_close()[0] == 1009
         app.close()
 
@@ -404,11 +392,14 @@ class TestFraming:
     @pytest.mark.parametrize(
         "frames",
         [
-            pytest.param([frame(OP_TEXT, b'{"type":"x","s":"\xff"}')], id="invalid-byte"),
-            pytest.param([frame(OP_TEXT, b'{"type":"x","s":"\xed\xa0\x80"}')], id="surrogate"),
-            pytest.param([frame(OP_TEXT, b'{"type":"x","s":"\xc3"}')], id="truncated-sequence"),
+            pytest.param([client_frame(Op.TEXT, b'{"type":"x","s":"\xff"}')], id="invalid-byte"),
+            pytest.param([client_frame(Op.TEXT, b'{"type":"x","s":"\xed\xa0\x80"}')], id="surrogate"),
+            pytest.param([client_frame(Op.TEXT, b'{"type":"x","s":"\xc3"}')], id="truncated-sequence"),
             pytest.param(
-                [frame(OP_TEXT, b'{"type":"x","s":"\xc3', fin=False), frame(OP_CONTINUATION, b'("}')],
+                [
+                    client_frame(Op.TEXT, b'{"type":"x","s":"\xc3', fin=False),
+                    client_frame(Op.CONTINUATION, b'("}'),
+                ],
                 id="invalid-across-fragments",
             ),
         ],
@@ -423,7 +414,10 @@ class TestFraming:
     def test_character_split_across_fragments_is_valid(self, bridge):
         """A UTF-8 character split between two fragments is valid text."""
         app = raw_app(bridge)
-        app.send(frame(OP_TEXT, b'{"type":"x","s":"\xc3', fin=False) + frame(OP_CONTINUATION, b'\xa9"}'))
+        app.send(
+            client_frame(Op.TEXT, b'{"type":"x","s":"\xc3', fin=False)
+            + client_frame(Op.CONTINUATION, b'\xa9"}')
+        )
         app.send_text(PING)
         assert app.read_text() == PONG
         app.close()
@@ -431,19 +425,20 @@ class TestFraming:
     @pytest.mark.parametrize(
         "data",
         [
-            pytest.param(frame(OP_TEXT, PING.encode(), mask=None), id="unmasked"),
-            pytest.param(frame(OP_TEXT, PING.encode(), rsv=0b100), id="rsv1"),
-            pytest.param(frame(OP_TEXT, PING.encode(), rsv=0b010), id="rsv2"),
-            pytest.param(frame(OP_TEXT, PING.encode(), rsv=0b001), id="rsv3"),
-            pytest.param(frame(0x3, b"x"), id="reserved-opcode"),
-            pytest.param(frame(OP_PING, b"p" * 126), id="control-over-125"),
-            pytest.param(frame(OP_PING, b"p", fin=False), id="fragmented-control"),
-            pytest.param(frame(OP_CONTINUATION, b"x"), id="continuation-alone"),
+            pytest.param(client_frame(Op.TEXT, PING.encode(), mask=None), id="unmasked"),
+            pytest.param(client_frame(Op.TEXT, PING.encode(), rsv=0x40), id="rsv1"),
+            pytest.param(client_frame(Op.TEXT, PING.encode(), rsv=0x20), id="rsv2"),
+            pytest.param(client_frame(Op.TEXT, PING.encode(), rsv=0x10), id="rsv3"),
+            pytest.param(client_frame(0x3, b"x"), id="reserved-opcode"),
+            pytest.param(client_frame(Op.PING, b"p" * 126), id="control-over-125"),
+            pytest.param(client_frame(Op.PING, b"p", fin=False), id="fragmented-control"),
+            pytest.param(client_frame(Op.CONTINUATION, b"x"), id="continuation-alone"),
             pytest.param(
-                frame(OP_TEXT, b"{", fin=False) + frame(OP_TEXT, b"{}"), id="new-message-mid-fragments"
+                client_frame(Op.TEXT, b"{", fin=False) + client_frame(Op.TEXT, b"{}"),
+                id="new-message-mid-fragments",
             ),
-            pytest.param(frame(OP_CLOSE, b"\x03"), id="close-1-byte"),
-            pytest.param(frame(OP_CLOSE, (1005).to_bytes(2, "big")), id="close-code-1005"),
+            pytest.param(client_frame(Op.CLOSE, b"\x03"), id="close-1-byte"),
+            pytest.param(client_frame(Op.CLOSE, (1005).to_bytes(2, "big")), id="close-code-1005"),
         ],
     )
     def test_framing_errors_close_1002(self, bridge, data):
@@ -459,7 +454,7 @@ class TestFraming:
         app = raw_app(bridge)
         app.send_text(json.dumps({"type": "register", "tools": [ECHO_TOOL]}))
         assert json.loads(app.read_text()) == REGISTERED
-        app.send(frame(OP_CLOSE, (1000).to_bytes(2, "big") + b"bye"))
+        app.send(client_frame(Op.CLOSE, (1000).to_bytes(2, "big") + b"bye"))
         assert app.read_close()[0] == 1000
         app.assert_closed()
         app.close()
@@ -570,7 +565,7 @@ class TestDisconnection:
         assert sorted(call["arguments"]["i"] for call in calls) == [0, 1, 2]
         started = time.monotonic()
         if how == "close-frame":
-            app.send(frame(OP_CLOSE, (1000).to_bytes(2, "big")))
+            app.send(client_frame(Op.CLOSE, (1000).to_bytes(2, "big")))
         else:
             app.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
             app.close()

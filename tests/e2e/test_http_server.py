@@ -53,11 +53,21 @@ class TestPaths:
             assert response.header("content-type").startswith("text/plain")
             conn.assert_open()
 
-    @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"])
-    def test_healthz_refuses_other_methods_with_405(self, bridge, method):
-        """Any method but GET on /healthz is 405 with Allow: GET."""
+    @pytest.mark.parametrize(
+        ("method", "target"),
+        [
+            ("POST", "/healthz"),
+            ("PUT", "/healthz"),
+            ("DELETE", "/healthz"),
+            ("PATCH", "/healthz"),
+            ("OPTIONS", "/healthz"),
+            ("POST", "/connect"),
+        ],
+    )
+    def test_methods_other_than_get_are_405(self, bridge, method, target):
+        """Any method but GET on /healthz, and POST on /connect, is 405 with Allow: GET."""
         with RawHttp(bridge.port) as conn:
-            conn.send(f"{method} /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n".encode())
+            conn.send(f"{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n".encode())
             response = conn.read_response()
             assert response.status == 405
             assert response.header("allow") == "GET"
@@ -84,14 +94,6 @@ class TestPaths:
             response = conn.read_response()
             assert response.status == 426
             assert response.header("upgrade") == "websocket"
-
-    def test_post_to_connect_is_405(self, bridge):
-        """POST /connect is 405 with Allow: GET."""
-        with RawHttp(bridge.port) as conn:
-            conn.send(b"POST /connect HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")
-            response = conn.read_response()
-            assert response.status == 405
-            assert response.header("allow") == "GET"
 
     def test_http_1_0_request_is_answered_and_closed(self, bridge):
         """An HTTP/1.0 request without keep-alive gets its answer, then the connection closes."""

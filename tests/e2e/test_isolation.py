@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 from agents import (
     DISCONNECTED,
+    LIST_CHANGED,
     META_SUBSCRIPTION,
     MODERN,
     OFFLINE,
+    REQUEST_CANCELLED,
     WAIT,
     HeldTool,
     RawHttp,
@@ -25,6 +27,7 @@ from agents import (
     http_client,
     legacy_body,
     legacy_headers,
+    legacy_session,
     modern_body,
     modern_headers,
     nothing_leaks,
@@ -34,14 +37,6 @@ from agents import (
 )
 
 pytestmark = pytest.mark.anyio
-
-REQUEST_CANCELLED = -32800
-LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def answering(client_id: str):
@@ -176,8 +171,7 @@ async def test_a_cancel_from_another_agent_with_the_same_id_cancels_only_its_own
         online_app(bridge, "y", {"held": held_y}) as app_y,
         http_client(bridge) as http,
     ):
-        raw_x, raw_y = await RawHttp.open(bridge), await RawHttp.open(bridge)
-        try:
+        with await RawHttp.open(bridge) as raw_x, await RawHttp.open(bridge) as raw_y:
             legacy_call(raw_x, bridge, "x", 1, "held")
             legacy_call(raw_y, bridge, "y", 1, "held")
             await asyncio.wait_for(asyncio.gather(held_x.started.wait(), held_y.started.wait()), WAIT)
@@ -194,9 +188,6 @@ async def test_a_cancel_from_another_agent_with_the_same_id_cancels_only_its_own
             assert answer_x["result"]["content"][0]["text"] == "from x"
             assert not held_x.cancelled.is_set()
             assert (app_x.calls_cancelled, app_y.calls_cancelled) == (0, 1)
-        finally:
-            raw_x.close()
-            raw_y.close()
     await nothing_leaks(bridge)
 
 
@@ -207,17 +198,8 @@ async def test_a_cancel_naming_another_apps_call_cancels_nothing(bridge, with_se
     async with online_app(bridge, "x", {"held": held}) as app_x, http_client(bridge) as http:
         session: dict[str, str] = {}
         if with_session:
-            params = {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            }
-            init = await http.post(
-                "/mcp", json=legacy_body("initialize", 0, params), headers=legacy_headers(bridge, "x")
-            )
-            session = {"Mcp-Session-Id": init.headers["mcp-session-id"]}
-        raw = await RawHttp.open(bridge)
-        try:
+            session = {"Mcp-Session-Id": await legacy_session(http, bridge, "x")}
+        with await RawHttp.open(bridge) as raw:
             legacy_call(raw, bridge, "x", "call-1", "held", **session)
             await asyncio.wait_for(held.started.wait(), WAIT)
             await cancel(http, bridge, "y", "call-1", **session)
@@ -226,8 +208,6 @@ async def test_a_cancel_naming_another_apps_call_cancels_nothing(bridge, with_se
             assert answer["result"]["content"][0]["text"] == "from x"
             assert not held.cancelled.is_set()
             assert app_x.calls_cancelled == 0
-        finally:
-            raw.close()
     await nothing_leaks(bridge)
 
 

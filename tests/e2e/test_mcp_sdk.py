@@ -30,11 +30,6 @@ from mcp.types import TextContent
 MODES = ["legacy", MODERN, "auto"]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("mode", MODES)]
 
 
