@@ -1,0 +1,211 @@
+"""Micro benchmarks of the hot path (pytest-benchmark): `.venv/bin/python -m pytest bench/micro -q`.
+
+Not part of the default `pytest` run (testpaths is `tests`). Functions with a compiled
+twin in `_speedups/` run once per implementation, ids `pure` and `compiled`; the core
+objects (AgentEndpoint, AppChannel) run with whichever `clientmcp_fast.speedups` picked
+(set CLIENTMCP_NO_EXTENSIONS=1 for the pure one), recorded in each result's extra_info.
+The inputs are the frames and requests of the bench's load: an app's result, an exact
+ping, a call to the app, a tools/call in each era.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from clientmcp_fast import speedups
+from clientmcp_fast._pure import frames as pure_frames
+from clientmcp_fast._pure import routing as pure_routing
+from clientmcp_fast.core.agent import AgentEndpoint
+from clientmcp_fast.core.bridge import Bridge
+from clientmcp_fast.core.channel import AppChannel
+from clientmcp_fast.core.http import Request
+from clientmcp_fast.core.limits import Limits
+from clientmcp_fast.core.tokens import TokenVerifier, mint
+
+try:
+    from clientmcp_fast._speedups import frames as compiled_frames
+    from clientmcp_fast._speedups import routing as compiled_routing
+except ImportError:  # not built: only the pure twins are measured
+    compiled_frames = compiled_routing = None
+
+_NOT_BUILT = pytest.mark.skipif(compiled_frames is None, reason="the compiled _speedups are not built")
+FRAMES = [
+    pytest.param(pure_frames, id="pure"),
+    pytest.param(compiled_frames, id="compiled", marks=_NOT_BUILT),
+]
+ROUTING = [
+    pytest.param(pure_routing, id="pure"),
+    pytest.param(compiled_routing, id="compiled", marks=_NOT_BUILT),
+]
+
+SECRET = b"bench-micro-secret-0123456789abcdef"
+MASK = b"\x37\xfa\x21\x3d"
+RESULT = b'{"type":"result","id":"%s","result":{"content":[{"type":"text","text":"hi"}]}}'
+CALL_MESSAGE = b'{"type":"call","id":"12345","name":"echo","arguments":{"text":"hi"}}'
+REGISTER = b'{"type":"register","tools":[{"name":"echo","inputSchema":{"type":"object"}}]}'
+LEGACY_BODY = (
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}'
+)
+MODERN_BODY = (
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},'
+    b'"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
+)
+
+
+def client_frame(payload: bytes) -> bytes:
+    """A masked text frame, as an app sends it (payload under 126 bytes)."""
+    return bytes((0x81, 0x80 | len(payload))) + MASK + bytes(b ^ MASK[i % 4] for i, b in enumerate(payload))
+
+
+# -- frames and routing, compiled and pure ----------------------------------------------
+
+
+@pytest.mark.parametrize("frames", FRAMES)
+def test_feed_result_frame(benchmark, frames):
+    """FrameReader.feed on one app result frame."""
+    reader = frames.FrameReader(4 * 2**20)
+    frame = client_frame(RESULT % b"12345")
+    assert benchmark(reader.feed, frame) == [(speedups.OP_TEXT, 1, RESULT % b"12345")]
+
+
+@pytest.mark.parametrize("frames", FRAMES)
+def test_feed_exact_ping(benchmark, frames):
+    """FrameReader.feed on the exact `{"type":"ping"}` frame, the pong fast path."""
+    reader = frames.FrameReader(4 * 2**20)
+    assert benchmark(reader.feed, client_frame(b'{"type":"ping"}')) == [(speedups.OP_EXACT_PING, 1, b"")]
+
+
+@pytest.mark.parametrize("frames", FRAMES)
+def test_build_call_frame(benchmark, frames):
+    """build_frame for a call to the app."""
+    assert (
+        benchmark(frames.build_frame, speedups.OP_TEXT, CALL_MESSAGE)
+        == b"\x81" + bytes((len(CALL_MESSAGE),)) + CALL_MESSAGE
+    )
+
+
+@pytest.mark.parametrize("target", [b"/mcp", b"/mcp/eyJhbGciOiJIUzI1NiJ9.e30.c2ln", b"/connect"])
+@pytest.mark.parametrize("routing", ROUTING)
+def test_route(benchmark, routing, target):
+    """route() of the request targets the bridge serves."""
+    kind, _ = benchmark(routing.route, target)
+    assert kind != speedups.ROUTE_NOT_FOUND
+
+
+# -- the core, with the implementation speedups picked ----------------------------------
+
+
+class DiscardLink:
+    """A WebSocket link that drops what is written: the bytes are not what is measured."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def end(self, wait_for_peer: bool) -> None:
+        pass
+
+
+class RecordingExchange:
+    """The agent endpoint's Exchange port, keeping only the answer's status and body."""
+
+    __slots__ = ("body", "on_abandon", "request", "status")
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.on_abandon = None
+        self.status = None
+        self.body = b""
+
+    def respond(self, status: int, headers, body: bytes) -> None:
+        self.status = status
+        self.body = body
+
+    def start_stream(self, headers) -> None:
+        raise AssertionError("a tools/call answered at once never streams")
+
+    def stream(self, data: bytes) -> None:
+        raise AssertionError("a tools/call answered at once never streams")
+
+    def end_stream(self) -> None:
+        raise AssertionError("a tools/call answered at once never streams")
+
+
+class Core:
+    """A bridge with one app `bench` that registered `echo`, and the agent endpoint in front of it."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+        verifier = TokenVerifier([SECRET])
+        self.bridge = Bridge(Limits(), verifier, lambda when: None)
+        self.agents = AgentEndpoint(self.bridge, verifier, None)
+        self.channel = AppChannel(self.bridge, DiscardLink(), self.now)
+        self.channel.open(mint(SECRET, "client", "bench", 3600, self.now), self.now)
+        self.channel.on_text(REGISTER)
+        assert self.channel.toolset is not None
+        token = mint(SECRET, "agent", "bench", 3600, self.now).encode()
+        common = {
+            b"host": b"127.0.0.1:8080",
+            b"authorization": b"Bearer " + token,
+            b"accept": b"application/json, text/event-stream",
+            b"content-type": b"application/json",
+        }
+        self.legacy = {
+            **common,
+            b"mcp-protocol-version": b"2025-11-25",
+            b"mcp-session-id": b"0123456789abcdef",
+        }
+        self.modern = {
+            **common,
+            b"mcp-protocol-version": b"2026-07-28",
+            b"mcp-method": b"tools/call",
+            b"mcp-name": b"echo",
+        }
+
+    def exchange(self, modern: bool) -> RecordingExchange:
+        headers, body = (self.modern, MODERN_BODY) if modern else (self.legacy, LEGACY_BODY)
+        return RecordingExchange(Request(b"POST", b"/mcp", headers, frozenset(), body, True))
+
+    def answer(self) -> None:
+        """The app answers the one call in flight."""
+        (call_id,) = self.channel.calls
+        self.channel.on_text(RESULT % call_id.encode())
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_agent_endpoint_tools_call(benchmark, era):
+    """AgentEndpoint.handle of a tools/call, up to the call sent to the app."""
+    core = Core()
+    modern = era == "modern"
+    benchmark.extra_info["speedups"] = speedups.IMPLEMENTATION
+    exchanges = []
+
+    def setup():
+        exchanges.append(core.exchange(modern))
+        return (exchanges[-1], b"", core.now), {}
+
+    def teardown(exchange, path_token, now):
+        assert exchange.status is None and len(core.channel.calls) == 1
+        core.answer()
+        assert exchange.status == 200 and b'"text":"hi"' in exchange.body
+
+    benchmark.pedantic(core.agents.handle, setup=setup, teardown=teardown, rounds=5000, warmup_rounds=200)
+    assert exchanges and not core.channel.calls
+
+
+def test_channel_on_text_result(benchmark):
+    """AppChannel.on_text of the app's result, through to the agent's answer."""
+    core = Core()
+    benchmark.extra_info["speedups"] = speedups.IMPLEMENTATION
+    answered = []
+
+    def setup():
+        exchange = core.exchange(False)
+        answered.append(exchange)
+        core.agents.handle(exchange, b"", core.now)
+        (call_id,) = core.channel.calls
+        return (RESULT % call_id.encode(),), {}
+
+    benchmark.pedantic(core.channel.on_text, setup=setup, rounds=5000, warmup_rounds=200)
+    assert all(exchange.status == 200 for exchange in answered) and not core.channel.calls

@@ -1,0 +1,691 @@
+"""The bench's scenarios: real processes on pinned cores, measured from outside.
+
+Method (every figure is measured in one run, side by side, because the machine is shared):
+- Cores: each server (bridge or SDK) is pinned to the first allowed CPU; wrk, the app and
+  this process to the second (`taskset -c`, else `os.sched_setaffinity`).
+- Load (figures 1, 2, 5, 6): `wrk -t1 -c64 --latency` with `bench/wrk/legacy.lua` or
+  `modern.lua` posts a `tools/call` of `echo` over 64 keep-alive connections (64 agents);
+  the bridge forwards each call to one app, the compiled `bench/app.pyx`. Before the load
+  one call per era is checked from Python; every measured run follows a warm-up whose
+  every answer wrk checks (status 200, a `result`, no `"isError":true`); the measured run
+  itself does not run the Lua check (it costs wrk CPU on the loaded core) but any socket
+  error, timeout or non-2xx fails the bench. Scenarios run interleaved, round after round,
+  and the median of the rounds is reported.
+  - CPU per call = server process CPU seconds (user + system, psutil, over the wrk run
+    only) / calls answered (wrk's count); calls/s and p50/p99 come from wrk.
+  - Figure 5 runs the same legacy load against the `mcp` SDK's own server
+    (`bench/sdk_server.py`); figure 6 against a second bridge with
+    `CLIENTMCP_NO_EXTENSIONS=1` (with its own app); the floor against a bare uvloop +
+    httptools server answering a fixed result (`bench/floor.py --http`).
+- Idle clients (figures 3, 4): a fresh bridge (app idle timeout raised, so no client is
+  dropped while the bench works); its RSS with no client; `bench/idle.py` connects N
+  clients (distinct client IDs, one tool each); RSS again, (after - before) / N. Then the
+  bridge's CPU over a quiet window, and over a window of pings at N/25 per second (as
+  if each client pinged every 25 s), as % of one core; every ping must get its pong.
+  The same pings against a bare uvloop server that only answers pongs
+  (`bench/floor.py --pong`) give the floor: what being woken that often costs here.
+"""
+
+from __future__ import annotations
+
+import http.client
+import importlib.machinery
+import json
+import os
+import platform
+import secrets
+import selectors
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+from clientmcp_fast.core.tokens import mint
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+BUILD = BENCH / "_build"
+WRK_DIR = BENCH / "wrk"
+HOST = "127.0.0.1"
+AGENTS = 64
+CLIENT_ID = "bench"
+
+CALL = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}'
+MODERN_CALL = (
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},'
+    b'"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
+)
+INITIALIZE = (
+    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+    b'"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}'
+)
+
+
+class BenchError(Exception):
+    """The bench cannot go on: the message says what failed."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long and how big: the full run, or `--quick` for CI."""
+
+    seconds: float  # each measured load run
+    warmup: float  # the checked warm-up before each
+    rounds: int
+    clients: int  # idle clients, figures 3 and 4
+    quiet_seconds: float
+    ping_seconds: float
+
+
+FULL = Plan(seconds=10, warmup=2, rounds=3, clients=10_000, quiet_seconds=10, ping_seconds=15)
+QUICK = Plan(seconds=2, warmup=1, rounds=1, clients=1_000, quiet_seconds=1, ping_seconds=4)
+
+
+class Progress:
+    """One line per step on stderr, with the time since the start."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def __call__(self, text: str) -> None:
+        print(f"[bench {time.monotonic() - self.start:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+
+# -- processes --------------------------------------------------------------------------
+
+
+def cpu_plan() -> tuple[list[int], list[int]]:
+    """(server CPUs, load CPUs): the first two CPUs this process may use, or no pinning."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        return [], []
+    return [allowed[0]], [allowed[1]]
+
+
+def pinned(argv: list[str], cpus: list[int]) -> tuple[list[str], object]:
+    """`argv` run on `cpus`: through taskset when present, else by setting the affinity after fork."""
+    if not cpus:
+        return argv, None
+    if shutil.which("taskset"):
+        return ["taskset", "-c", ",".join(map(str, cpus))] + argv, None
+    return argv, lambda: os.sched_setaffinity(0, cpus)
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def build_dir() -> Path:
+    """bench/_build, made on first use and kept out of git."""
+    (BUILD / "logs").mkdir(parents=True, exist_ok=True)
+    (BUILD / ".gitignore").write_text("*\n")
+    return BUILD
+
+
+def busy_seconds(cpus: list[int]) -> float:
+    """Seconds the given CPUs spent on anything (ours, other processes, the hypervisor's steal)."""
+    per_cpu = psutil.cpu_times(percpu=True)
+    fields = ("user", "nice", "system", "irq", "softirq", "steal")  # guest time is inside user already
+    return sum(getattr(per_cpu[cpu], field, 0.0) for cpu in cpus for field in fields)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+class Fleet:
+    """Every process the bench starts, with stderr logged under bench/_build/logs; all stopped at the end."""
+
+    def __init__(self) -> None:
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.logs = build_dir() / "logs"
+
+    def start(
+        self, name: str, argv: list[str], cpus: list[int], env: dict[str, str], **kwargs
+    ) -> subprocess.Popen:
+        argv, preexec = pinned(argv, cpus)
+        with open(self.logs / f"{name}.log", "wb") as log:
+            process = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=ROOT,
+                stderr=log,
+                preexec_fn=preexec,  # noqa: PLW1509 (this process runs no thread)
+                start_new_session=True,
+                **kwargs,
+            )
+        self.processes[name] = process
+        return process
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        path = self.logs / f"{name}.log"
+        text = path.read_text(errors="replace").strip().splitlines()[-lines:] if path.exists() else []
+        return "\n".join(f"    {line}" for line in text) or "    (empty log)"
+
+    def stop(self, name: str) -> None:
+        process = self.processes.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def stop_all(self) -> None:
+        for name in list(self.processes):
+            self.stop(name)
+
+
+def read_line(process: subprocess.Popen, timeout: float, what: str) -> str:
+    """The next line `process` prints, within `timeout` seconds."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout):
+            raise BenchError(f"{what}: nothing after {timeout:g} s")
+    line = process.stdout.readline().decode().strip()
+    if not line:
+        raise BenchError(f"{what}: the process ended (exit status {process.wait()})")
+    return line
+
+
+def http_request(port: int, method: str, path: str, headers: dict[str, str], body: bytes | None = None):
+    """(status, headers, body) of one request on a fresh connection."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=30)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+def wait_healthy(fleet: Fleet, name: str, port: int, path: str, timeout: float = 60) -> None:
+    """Poll `path` until it answers 200 (any status for the SDK's `/`)."""
+    give_up = time.monotonic() + timeout
+    process = fleet.processes[name]
+    while time.monotonic() < give_up:
+        if process.poll() is not None:
+            raise BenchError(f"{name} exited with status {process.returncode}:\n{fleet.log_tail(name)}")
+        try:
+            status, _, _ = http_request(port, "GET", path, {})
+            if path != "/healthz" or status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise BenchError(f"{name} did not answer on port {port} within {timeout:g} s:\n{fleet.log_tail(name)}")
+
+
+# -- the app ----------------------------------------------------------------------------
+
+
+def build_app(progress: Progress):
+    """Start compiling bench/app.pyx into bench/_build (cached until the source changes).
+
+    Returns a function that waits for the build and gives the directory to import from,
+    so that the compiler runs while the servers start.
+    """
+    source = BENCH / "app.pyx"
+    built = BUILD / f"bench_app{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    if built.exists() and built.stat().st_mtime >= source.stat().st_mtime:
+        return lambda: BUILD
+    progress("compiling bench/app.pyx with Cython (once)")
+    build_dir()
+    script = (
+        "import sys\n"
+        "from Cython.Build import cythonize\n"
+        "from setuptools import Distribution, Extension\n"
+        "source, out = sys.argv[1], sys.argv[2]\n"
+        "modules = cythonize([Extension('bench_app', [source])], build_dir=out, quiet=True)\n"
+        "command = Distribution({'ext_modules': modules}).get_command_obj('build_ext')\n"
+        "command.build_lib, command.build_temp = out, out + '/tmp'\n"
+        "command.ensure_finalized()\n"
+        "command.run()\n"
+    )
+    compiler = subprocess.Popen(
+        [sys.executable, "-c", script, str(source), str(BUILD)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+    def wait() -> Path:
+        output, _ = compiler.communicate()
+        if compiler.returncode != 0 or not built.exists():
+            raise BenchError(
+                "could not compile bench/app.pyx (is the bench extra installed? pip install -e '.[test,bench]'):\n"
+                + output[-3000:]
+            )
+        return BUILD
+
+    return wait
+
+
+@dataclass
+class Server:
+    """A server under load: a bridge (with its app) or the SDK's server."""
+
+    name: str
+    port: int
+    process: psutil.Process
+    app: psutil.Process | None = None
+    token: str = ""
+    session: str = ""
+
+
+def bridge_env(secret: str, pure: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLIENTMCP_")}
+    env["CLIENTMCP_SECRET"] = secret
+    if pure:
+        env["CLIENTMCP_NO_EXTENSIONS"] = "1"
+    return env
+
+
+def start_bridge(fleet: Fleet, name: str, secret: str, pure: bool, cpus: list[int], *flags: str) -> Server:
+    port = free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "clientmcp_fast",
+        "serve",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--log",
+        "warn",
+    ]
+    process = fleet.start(name, argv + list(flags), cpus, bridge_env(secret, pure))
+    return Server(name, port, psutil.Process(process.pid))
+
+
+def start_floor(fleet: Fleet, name: str, mode: str, cpus: list[int]) -> Server:
+    """bench/floor.py in `mode` (--http or --pong), listening."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.floor", mode, str(port)]
+    process = fleet.start(name, argv, cpus, dict(os.environ), stdout=subprocess.PIPE)
+    line = read_line(process, 60, name)
+    if line != "up":
+        raise BenchError(f"{name} said {line!r}:\n{fleet.log_tail(name)}")
+    return Server(name, port, psutil.Process(process.pid))
+
+
+def start_app(fleet: Fleet, server: Server, secret: str, build: Path, cpus: list[int]) -> None:
+    """Connect the compiled app to `server` and wait until it is registered."""
+    now = time.time()
+    token = mint(secret.encode(), "client", CLIENT_ID, 3600, now)
+    code = f"import sys; sys.path.insert(0, {str(build)!r}); import bench_app; bench_app.run(sys.argv[1], int(sys.argv[2]), sys.argv[3])"
+    name = f"{server.name}-app"
+    process = fleet.start(
+        name,
+        [sys.executable, "-c", code, HOST, str(server.port), token],
+        cpus,
+        dict(os.environ),
+        stdout=subprocess.PIPE,
+    )
+    try:
+        line = read_line(process, 60, name)
+    except BenchError as error:
+        raise BenchError(f"{error}\n{fleet.log_tail(name)}") from None
+    if line != "ready":
+        raise BenchError(f"{name} said {line!r}:\n{fleet.log_tail(name)}")
+    server.app = psutil.Process(process.pid)
+    server.token = mint(secret.encode(), "agent", CLIENT_ID, 3600, now)
+
+
+def speedups_of(secret: str, pure: bool) -> str:
+    """Which `_speedups` a bridge started with this environment runs."""
+    code = "import clientmcp_fast.speedups as s; print(s.IMPLEMENTATION)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=bridge_env(secret, pure),
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip() or "unknown"
+
+
+# -- checks and load --------------------------------------------------------------------
+
+
+def agent_headers(server: Server, modern: bool) -> dict[str, str]:
+    headers = {
+        "Authorization": f"Bearer {server.token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    if modern:
+        headers.update({"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"})
+    else:
+        headers.update({"MCP-Protocol-Version": "2025-11-25", "Mcp-Session-Id": server.session})
+    return headers
+
+
+def check_calls(server: Server, modern_too: bool) -> None:
+    """One initialize (for the legacy session) and one tools/call per era, answered as the app answers."""
+    headers = agent_headers(server, False)
+    del headers["Mcp-Session-Id"], headers["MCP-Protocol-Version"]
+    status, reply_headers, body = http_request(server.port, "POST", "/mcp", headers, INITIALIZE)
+    if status != 200:
+        raise BenchError(f"{server.name}: initialize answered {status}: {body[:300]!r}")
+    session = {k.lower(): v for k, v in reply_headers.items()}.get("mcp-session-id")
+    # The SDK's stateless server issues no session; it ignores the header, as the bridge would.
+    server.session = session or secrets.token_hex(16)
+    for modern in (False, True) if modern_too else (False,):
+        status, _, body = http_request(
+            server.port, "POST", "/mcp", agent_headers(server, modern), MODERN_CALL if modern else CALL
+        )
+        try:
+            result = json.loads(body)["result"]
+            ok = status == 200 and result["content"][0]["text"] == "hi" and not result.get("isError")
+        except (ValueError, KeyError, IndexError, TypeError):
+            ok = False
+        if not ok:
+            era = "2026-07-28" if modern else "legacy"
+            raise BenchError(f"{server.name}: the {era} tools/call check failed: {status} {body[:300]!r}")
+
+
+def run_wrk(server: Server, script: str, seconds: float, check: bool, cpus: list[int]) -> dict:
+    """One wrk run against `server`; its JSON summary plus wrk's own CPU seconds."""
+    if shutil.which("wrk") is None:
+        raise BenchError(
+            "wrk is not installed: apt-get install -y wrk (Debian/Ubuntu), or build it from source"
+        )
+    argv = [
+        "wrk",
+        "-t1",
+        f"-c{AGENTS}",
+        f"-d{seconds:g}s",
+        "--timeout",
+        "10s",
+        "--latency",
+        "-s",
+        str(WRK_DIR / script),
+    ]
+    argv.append(f"http://{HOST}:{server.port}/mcp")
+    env = dict(os.environ, BENCH_TOKEN=server.token, BENCH_SESSION=server.session, BENCH_WRK_DIR=str(WRK_DIR))
+    env["BENCH_CHECK"] = "1" if check else "0"
+    argv, preexec = pinned(argv, cpus)
+    process = subprocess.Popen(
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=preexec,  # noqa: PLW1509 (this process runs no thread)
+    )
+    out = process.stdout.read().decode()
+    err = process.stderr.read().decode()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    lines = [line for line in out.splitlines() if line.startswith("BENCH ")]
+    if process.returncode != 0 or not lines:
+        raise BenchError(f"wrk failed (exit {process.returncode}):\n{out[-2000:]}{err[-2000:]}")
+    summary = json.loads(lines[-1][6:])
+    summary["cpu_seconds"] = usage.ru_utime + usage.ru_stime
+    errors = {kind: count for kind, count in summary["errors"].items() if count}
+    what = f"{server.name} ({script})"
+    if errors:
+        raise BenchError(f"{what}: wrk saw errors {errors} in {summary['requests']} calls")
+    if check and (summary["bad"] or summary["checked"] == 0):
+        raise BenchError(
+            f"{what}: {summary['bad']} of {summary['checked']} answers were not a result; first: {summary['first_bad']}"
+        )
+    if summary["requests"] == 0:
+        raise BenchError(f"{what}: no call was answered")
+    return summary
+
+
+def load_round(server: Server, script: str, plan: Plan, cpus: tuple[list[int], list[int]]) -> dict:
+    """A checked warm-up, then the measured run; the figures of that run."""
+    server_cpus, load_cpus = cpus
+    run_wrk(server, script, plan.warmup, True, load_cpus)
+    server_core_before, load_core_before = busy_seconds(server_cpus), busy_seconds(load_cpus)
+    server_before = cpu_seconds(server.process)
+    app_before = cpu_seconds(server.app) if server.app else 0.0
+    wall_before = time.monotonic()
+    summary = run_wrk(server, script, plan.seconds, False, load_cpus)
+    wall = time.monotonic() - wall_before
+    server_cpu = cpu_seconds(server.process) - server_before
+    app_cpu = (cpu_seconds(server.app) - app_before) if server.app else 0.0
+    server_core_busy = busy_seconds(server_cpus) - server_core_before
+    load_core_busy = busy_seconds(load_cpus) - load_core_before
+    calls = summary["requests"]
+    latency = summary["latency_us"]
+    return {
+        "calls": calls,
+        "calls_per_s": calls / (summary["duration_us"] / 1e6),
+        "cpu_us_per_call": server_cpu / calls * 1e6,
+        "p50_ms": latency["p50"] / 1000,
+        "p99_ms": latency["p99"] / 1000,
+        "p999_ms": latency["p999"] / 1000,
+        # Busy share of each core: near 100 % on the load core means wrk + app set the pace.
+        "server_core_pct": server_cpu / wall * 100,
+        "load_core_pct": (summary["cpu_seconds"] + app_cpu) / wall * 100,
+        # The same cores busy with anything at all: what is not ours is the shared machine's noise.
+        "server_core_total_pct": server_core_busy / wall * 100 if server_cpus else 0.0,
+        "load_core_total_pct": load_core_busy / wall * 100 if load_cpus else 0.0,
+        "wrk_us_per_call": summary["cpu_seconds"] / calls * 1e6,
+        "app_us_per_call": app_cpu / calls * 1e6,
+    }
+
+
+def median_of(rounds: list[dict]) -> dict:
+    return {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+
+
+# -- idle clients -----------------------------------------------------------------------
+
+
+def connect_idle(
+    fleet: Fleet, server: Server, plan: Plan, secret: str, cpus: list[int]
+) -> tuple[subprocess.Popen, float]:
+    """`plan.clients` registered idle clients on `server`; (their process, seconds it took)."""
+    argv = [sys.executable, "-m", "bench.idle", "--port", str(server.port), "--clients", str(plan.clients)]
+    name = f"{server.name}-clients"
+    started = time.monotonic()
+    idle = fleet.start(
+        name,
+        argv,
+        cpus,
+        dict(os.environ, CLIENTMCP_SECRET=secret),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        line = read_line(idle, 60 + plan.clients / 50, name)
+    except BenchError as error:
+        raise BenchError(
+            f"{error}\n{fleet.log_tail(name)}\n  {server.name}:\n{fleet.log_tail(server.name)}"
+        ) from None
+    if line != f"connected {plan.clients}":
+        raise BenchError(f"{name} said {line!r}")
+    return idle, time.monotonic() - started
+
+
+def ping_window(server: Server, idle: subprocess.Popen, seconds: float) -> tuple[float, int]:
+    """`server`'s CPU (% of one core) while the idle clients ping for `seconds`; and the pings sent."""
+    before, wall = cpu_seconds(server.process), time.monotonic()
+    idle.stdin.write(f"ping {seconds:g}\n".encode())
+    idle.stdin.flush()
+    reply = read_line(idle, seconds + 30, f"{server.name} clients pinging").split()
+    wall = time.monotonic() - wall
+    pct = (cpu_seconds(server.process) - before) / wall * 100
+    if reply[0] != "pinged" or int(reply[2]) != int(reply[1]) or int(reply[1]) == 0:
+        raise BenchError(f"{server.name}: {reply[1]} pings sent, {reply[2]} pongs received")
+    return pct, int(reply[1])
+
+
+def idle_figures(
+    fleet: Fleet, plan: Plan, secret: str, cpus: tuple[list[int], list[int]], progress: Progress
+) -> dict:
+    server_cpus, load_cpus = cpus
+    # No client may be dropped as idle while the bench works: the timeout is not a memory matter.
+    bridge = start_bridge(fleet, "idle-bridge", secret, False, server_cpus, "--app-idle-timeout", "3600")
+    wait_healthy(fleet, bridge.name, bridge.port, "/healthz")
+    time.sleep(1.0)
+    rss_before = bridge.process.memory_info().rss
+    progress(
+        f"idle bridge RSS with no client: {rss_before / 2**20:.1f} MB; connecting {plan.clients:,} idle clients"
+    )
+    idle, connect_seconds = connect_idle(fleet, bridge, plan, secret, load_cpus)
+    time.sleep(2.0)
+    rss_after = bridge.process.memory_info().rss
+    per_client = (rss_after - rss_before) / plan.clients
+    progress(
+        f"{plan.clients:,} clients registered in {connect_seconds:.1f} s; {per_client / 1024:.2f} KB each"
+    )
+
+    before = cpu_seconds(bridge.process)
+    time.sleep(plan.quiet_seconds)
+    quiet_pct = (cpu_seconds(bridge.process) - before) / plan.quiet_seconds * 100
+    ping_pct, pings = ping_window(bridge, idle, plan.ping_seconds)
+    progress(
+        f"bridge CPU: {quiet_pct:.2f} % quiet, {ping_pct:.2f} % with {pings} pings in {plan.ping_seconds:g} s"
+    )
+    idle.stdin.close()
+    fleet.stop_all()
+
+    floor = start_floor(fleet, "pong-floor", "--pong", server_cpus)
+    idle, _ = connect_idle(fleet, floor, plan, secret, load_cpus)
+    floor_pct, floor_pings = ping_window(floor, idle, plan.ping_seconds)
+    progress(f"floor (bare uvloop pong server) CPU: {floor_pct:.2f} % with {floor_pings} pings")
+    idle.stdin.close()
+    fleet.stop_all()
+    return {
+        "clients": plan.clients,
+        "idle_rss_bytes": rss_before,
+        "rss_with_clients_bytes": rss_after,
+        "bytes_per_client": per_client,
+        "connect_seconds": connect_seconds,
+        "quiet_cpu_pct": quiet_pct,
+        "ping_cpu_pct": ping_pct,
+        "pings": pings,
+        "pings_per_s": plan.clients / 25.0,
+        "floor_ping_cpu_pct": floor_pct,
+    }
+
+
+# -- the whole run ----------------------------------------------------------------------
+
+
+def machine_info(secret: str) -> dict:
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    from importlib.metadata import version
+
+    import mcp  # noqa: F401 (its version below)
+    import uvloop
+
+    wrk = subprocess.run(["wrk", "--version"], check=False, capture_output=True, text=True)
+    return {
+        "cpu_model": model,
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "uvloop": uvloop.__version__,
+        "mcp_sdk": version("mcp"),
+        "wrk": (wrk.stdout + wrk.stderr).splitlines()[0].strip() if (wrk.stdout + wrk.stderr) else "unknown",
+        "speedups": speedups_of(secret, False),
+        "speedups_with_no_extensions": speedups_of(secret, True),
+        "load_average_at_start": list(os.getloadavg()),
+    }
+
+
+def run(plan: Plan, progress: Progress, quick: bool, with_sdk: bool = True) -> dict:
+    """Every figure, measured in one run; the raw numbers for `report`."""
+    if shutil.which("wrk") is None:
+        raise BenchError(
+            "wrk is not installed: apt-get install -y wrk (Debian/Ubuntu), or build it from source"
+        )
+    server_cpus, load_cpus = cpu_plan()
+    if not server_cpus:
+        progress("fewer than 2 CPUs available: nothing is pinned, figures are not comparable")
+    else:
+        os.sched_setaffinity(0, load_cpus)
+    secret = secrets.token_hex(32)
+    machine = machine_info(secret)
+    if machine["speedups_with_no_extensions"] != "pure":
+        raise BenchError("CLIENTMCP_NO_EXTENSIONS=1 did not select the pure twins")
+    if machine["speedups"] != "compiled":
+        progress(
+            f"warning: the compiled _speedups are not importable ({machine['speedups']}): figure 6 compares pure with pure"
+        )
+    wait_for_build = build_app(progress)
+    fleet = Fleet()
+    try:
+        progress(
+            f"starting the bridges (compiled, pure) on CPU {server_cpus}, apps and wrk on CPU {load_cpus}"
+        )
+        compiled = start_bridge(fleet, "bridge", secret, False, server_cpus)
+        pure = start_bridge(fleet, "bridge-pure", secret, True, server_cpus)
+        sdk = None
+        if with_sdk:
+            port = free_port()
+            argv = [sys.executable, "-m", "bench.sdk_server", "--port", str(port)]
+            process = fleet.start("sdk", argv, server_cpus, dict(os.environ))
+            sdk = Server("mcp-sdk", port, psutil.Process(process.pid))
+        floor = start_floor(fleet, "http-floor", "--http", server_cpus)
+        build = wait_for_build()
+        for server in (compiled, pure):
+            wait_healthy(fleet, server.name, server.port, "/healthz")
+            start_app(fleet, server, secret, build, load_cpus)
+            check_calls(server, modern_too=True)
+        if sdk is not None:
+            wait_healthy(fleet, "sdk", sdk.port, "/")
+            check_calls(sdk, modern_too=False)
+        check_calls(floor, modern_too=False)
+        progress("every server answered a checked tools/call")
+
+        scenarios = [
+            ("legacy", compiled, "legacy.lua"),
+            ("modern", compiled, "modern.lua"),
+            ("pure_legacy", pure, "legacy.lua"),
+        ]
+        if sdk is not None:
+            scenarios.append(("sdk_legacy", sdk, "legacy.lua"))
+        scenarios.append(("floor_http", floor, "legacy.lua"))
+        rounds: dict[str, list[dict]] = {key: [] for key, _, _ in scenarios}
+        for number in range(1, plan.rounds + 1):
+            for key, server, script in scenarios:
+                result = load_round(server, script, plan, (server_cpus, load_cpus))
+                rounds[key].append(result)
+                progress(
+                    f"round {number}/{plan.rounds} {key:<11} {result['calls_per_s']:>9,.0f} calls/s  "
+                    f"{result['cpu_us_per_call']:7.1f} µs CPU/call  p50 {result['p50_ms']:.2f} ms  "
+                    f"p99 {result['p99_ms']:.2f} ms  cores: server {result['server_core_pct']:.0f} % "
+                    f"(all {result['server_core_total_pct']:.0f} %), load {result['load_core_pct']:.0f} % "
+                    f"(all {result['load_core_total_pct']:.0f} %)"
+                )
+        fleet.stop_all()
+        idle = idle_figures(fleet, plan, secret, (server_cpus, load_cpus), progress)
+    finally:
+        fleet.stop_all()
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "quick": quick,
+        "plan": asdict(plan),
+        "machine": machine,
+        "pinning": {"server_cpus": server_cpus, "load_cpus": load_cpus},
+        "load": {key: {"median": median_of(results), "rounds": results} for key, results in rounds.items()},
+        "idle": idle,
+    }
