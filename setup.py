@@ -10,7 +10,7 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-MODULES = ("frames", "routing")
+MODULES = ("frames", "routing", "http_reader")
 NO_EXTENSIONS = bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS"))
 REQUIRED = os.environ.get("CLIENTMCP_BUILD_EXTENSION", "").lower() in ("1", "yes", "true")
 

@@ -14,12 +14,12 @@ NO_EXTENSIONS = bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS")) or platform.pyth
 
 if not NO_EXTENSIONS:
     try:
-        from clientmcp_fast._speedups import frames, routing
+        from clientmcp_fast._speedups import frames, http_reader, routing
     except ImportError:
         NO_EXTENSIONS = True
 
 if NO_EXTENSIONS:
-    from clientmcp_fast._pure import frames, routing  # noqa: F811
+    from clientmcp_fast._pure import frames, http_reader, routing  # noqa: F811
 
 IMPLEMENTATION = "pure" if NO_EXTENSIONS else "compiled"
 
@@ -50,6 +50,7 @@ build_frame = frames.build_frame
 build_close = frames.build_close
 unmask = frames.unmask
 route = routing.route
+RequestReader = http_reader.RequestReader
 
 __all__ = [
     "IMPLEMENTATION",
@@ -59,6 +60,7 @@ __all__ = [
     "build_close",
     "unmask",
     "route",
+    "RequestReader",
     "EXACT_PING",
     "EXACT_PONG",
     "PONG_FRAME",

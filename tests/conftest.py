@@ -124,10 +124,9 @@ class RunningBridge:
             time.sleep(0.01)
 
     def assert_nothing_leaks(self) -> None:
-        """No call in flight, no legacy call remembered, no app connection left, no stream left."""
+        """No call in flight, no app connection left, no stream left."""
         self.wait_for(
             lambda s: len(s.bridge.calls) == 0
-            and not s.agents._legacy_calls
             and s.bridge.app_connections == 0
             and not s.websockets
             and s.bridge.stream_count == 0

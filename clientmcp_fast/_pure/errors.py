@@ -8,3 +8,12 @@ class FrameError(Exception):
         super().__init__(code, reason)
         self.code = code
         self.reason = reason
+
+
+class RequestRefused(Exception):
+    """Raised from an HTTP parser callback to stop parsing: answer `status`, then close."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(status, text)
+        self.status = status
+        self.text = text

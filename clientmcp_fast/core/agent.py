@@ -17,6 +17,7 @@ import orjson
 
 from clientmcp_fast import __version__
 from clientmcp_fast.core import jsonrpc, outcomes
+from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.http import APPLICATION_JSON, Exchange, Headers
 from clientmcp_fast.core.jsonrpc import (
     HEADER_MISMATCH,
@@ -37,7 +38,6 @@ from clientmcp_fast.log import logger
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
-    from clientmcp_fast.core.calls import Call
 
 MODERN = "2026-07-28"
 LEGACY = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -142,20 +142,20 @@ class _Context:
         self.exchange.respond(202, self.cors, b"")
 
 
-class PendingCall:
-    """A tools/call waiting on the app: the bridge's `Waiter`, answering on the agent's exchange."""
+class PendingCall(Call):
+    """A tools/call waiting on the app: the bridge's `Call`, answering the agent's HTTP request."""
 
-    __slots__ = ("endpoint", "context", "id_json", "modern", "wants_stream", "streaming", "call", "cancel_key")
+    __slots__ = ("bridge", "context", "id_json", "modern", "session")
 
-    def __init__(self, endpoint: AgentEndpoint, context: _Context, id_json: bytes, modern: bool) -> None:
-        self.endpoint = endpoint
+    def __init__(
+        self, bridge: Bridge, context: _Context, id_json: bytes, modern: bool, session: bytes | None
+    ) -> None:
+        Call.__init__(self, context.sse_named)
+        self.bridge = bridge
         self.context = context
         self.id_json = id_json
         self.modern = modern
-        self.wants_stream = context.sse_named
-        self.streaming = False
-        self.call: Call | None = None
-        self.cancel_key: tuple | None = None
+        self.session = session  # legacy: the Mcp-Session-Id a notifications/cancelled must match
 
     def call_result(self, result: bytes, has_result_type: bool) -> None:
         if not self.modern:
@@ -182,7 +182,6 @@ class PendingCall:
         self._finish(jsonrpc.result(self.id_json, tool_error(text, self.modern)))
 
     def call_slow(self) -> None:
-        self.streaming = True
         context = self.context
         context.exchange.start_stream((*SSE_HEADERS, *context.cors))
         context.exchange.stream(KEEPALIVE)
@@ -191,10 +190,8 @@ class PendingCall:
         self.context.exchange.stream(KEEPALIVE)
 
     def _finish(self, body: bytes) -> None:
-        if self.cancel_key is not None:
-            self.endpoint.forget(self)
-        exchange = self.context.exchange
         if self.streaming:
+            exchange = self.context.exchange
             exchange.stream(sse_event(body))
             exchange.end_stream()
         else:
@@ -202,14 +199,11 @@ class PendingCall:
 
     def abandoned(self) -> None:
         """The agent hung up before the answer: the app gets `cancel` (BRIDGE.md §5.1)."""
-        if self.cancel_key is not None:
-            self.endpoint.forget(self)
-        if self.call is not None:
-            self.endpoint.bridge.abandon(self.call)
+        self.bridge.abandon(self)
 
     def cancelled(self) -> None:
         """A legacy `notifications/cancelled` named this call: `cancel` to the app, and end the answer."""
-        self.abandoned()
+        self.bridge.abandon(self)
         exchange = self.context.exchange
         exchange.on_abandon = None
         if self.streaming:
@@ -273,15 +267,13 @@ class LegacyStream:
 class AgentEndpoint:
     """Serves `/mcp` and `/mcp/<token>`: each request checked, routed to its era, and answered."""
 
-    __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache", "_legacy_calls")
+    __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache")
 
     def __init__(self, bridge: Bridge, verifier: TokenVerifier, allowed_origins: tuple[str, ...] | None) -> None:
         self.bridge = bridge
         self.verifier = verifier
         self.allowed_origins = None if allowed_origins is None else {o.lower() for o in allowed_origins}
         self._accept_cache: dict[bytes | None, tuple[bool, bool, bool]] = {}
-        # Legacy calls a notifications/cancelled may name: (client ID, session, id) -> call.
-        self._legacy_calls: dict[tuple[str, bytes | None, bytes], PendingCall] = {}
 
     # -- the order of checks (BRIDGE.md §5.0) -----------------------------------------------
 
@@ -586,20 +578,23 @@ class AgentEndpoint:
         _Batch(self, context, elements, now)
 
     def _cancel(self, context: _Context, params: Params) -> None:
+        """Cancel the legacy call of this client ID and session that the id names (BRIDGE.md §5.1)."""
         request_id = valid_id(params.requestId)
-        if request_id is None:
+        app = self.bridge.apps.get(context.client_id)
+        if request_id is None or app is None:
             return
         session = context.exchange.request.headers.get(b"mcp-session-id")
-        pending = self._legacy_calls.get((context.client_id, session.strip() if session else None, request_id))
-        if pending is not None:
-            pending.cancelled()
-
-    def forget(self, pending: PendingCall) -> None:
-        """A legacy call ended: a later notifications/cancelled can no longer name it."""
-        key = pending.cancel_key
-        pending.cancel_key = None
-        if key is not None and self._legacy_calls.get(key) is pending:
-            del self._legacy_calls[key]
+        session = session.strip() if session else None
+        # A scan of the app's calls, not an index: cancellations are rare, calls are not.
+        for call in app.calls.values():
+            if (
+                isinstance(call, PendingCall)
+                and not call.modern
+                and call.id_json == request_id
+                and call.session == session
+            ):
+                call.cancelled()
+                return
 
     # -- both eras --------------------------------------------------------------------------
 
@@ -653,13 +648,9 @@ class AgentEndpoint:
             if problem is not None:
                 context.fail(400, id_json, HEADER_MISMATCH, problem)
                 return
-        pending = PendingCall(self, context, id_json, modern)
-        if not modern:
-            key = (context.client_id, session, id_json)
-            pending.cancel_key = key
-            self._legacy_calls[key] = pending
+        pending = PendingCall(self.bridge, context, id_json, modern, session)
         context.exchange.on_abandon = pending.abandoned
-        pending.call = self.bridge.start_call(app, tool, arguments, pending, now)
+        self.bridge.start_call(app, tool, arguments, pending, now)
 
 
 class _BatchExchange:

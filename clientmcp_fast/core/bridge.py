@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from clientmcp_fast.core import outcomes
-from clientmcp_fast.core.calls import Call, InFlightCalls, Waiter
+from clientmcp_fast.core.calls import Call, InFlightCalls
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES, Limits
 from clientmcp_fast.core.messages import call_message, cancel_message
 from clientmcp_fast.core.register import EMPTY_TOOLSET, Tool, ToolSet
@@ -110,7 +110,7 @@ class Bridge:
             app.calls.clear()
             for call in calls:
                 self.calls.finish(call)
-                call.waiter.call_error(outcomes.DISCONNECTED)
+                call.call_error(outcomes.DISCONNECTED)
         client_id = app.client_id
         if self.apps.get(client_id) is app:  # type: ignore[arg-type]
             del self.apps[client_id]  # type: ignore[arg-type]
@@ -120,31 +120,30 @@ class Bridge:
     def complete(self, call: Call, result: msgspec.Raw, has_result_type: bool) -> None:
         """The app answered a call in flight (already removed from the app's calls)."""
         self.calls.finish(call)
-        call.waiter.call_result(result, has_result_type)  # type: ignore[arg-type]
+        call.call_result(result, has_result_type)  # type: ignore[arg-type]
 
     # -- calls ------------------------------------------------------------------------------
 
-    def start_call(
-        self, app: AppChannel, tool: Tool, arguments: bytes, waiter: Waiter, now: float
-    ) -> Call | None:
-        """Send a call to the app; None when it failed at once (and `waiter` was told why)."""
+    def start_call(self, app: AppChannel, tool: Tool, arguments: bytes, call: Call, now: float) -> bool:
+        """Send `call` to the app; False when it failed at once (and the call was told why)."""
         if self.shutting_down:
-            waiter.call_error(outcomes.SHUTTING_DOWN)
-            return None
-        if len(app.calls) >= self.limits.max_calls_per_app or app.congested_since is not None:
-            waiter.call_error(outcomes.BUSY)
-            return None
-        call, wake = self.calls.start(app, waiter, now)
+            call.call_error(outcomes.SHUTTING_DOWN)
+            return False
+        calls = app.calls
+        if len(calls) >= self.limits.max_calls_per_app or app.congested_since is not None:
+            call.call_error(outcomes.BUSY)
+            return False
+        wake = self.calls.start(call, app, now)
         message = call_message(call.id.encode(), tool.name.encode(), arguments)
         if len(message) > MAX_MESSAGE_BYTES:
             self.calls.finish(call)
-            waiter.call_error(outcomes.TOO_LARGE)
-            return None
-        app.calls[call.id] = call
+            call.call_error(outcomes.TOO_LARGE)
+            return False
+        calls[call.id] = call
         app.ws.send_text(message)
         if wake is not None:
             self._wake(wake)
-        return call
+        return True
 
     def abandon(self, call: Call) -> None:
         """The agent no longer wants the answer (it hung up or cancelled): tell the app."""
@@ -201,7 +200,7 @@ class Bridge:
             app = call.app
             del app.calls[call.id]
             app.ws.send_text(cancel_message(call.id.encode()))
-            call.waiter.call_error(outcomes.timed_out(self.limits.call_timeout))
+            call.call_error(outcomes.timed_out(self.limits.call_timeout))
         if self._sweep_at is not None and now >= self._sweep_at:
             self._sweep_apps(now)
         if self._streams_tick_at is not None and now >= self._streams_tick_at:
@@ -229,7 +228,7 @@ class Bridge:
             app = call.app
             app.calls.pop(call.id, None)
             self.calls.finish(call)
-            call.waiter.call_error(outcomes.SHUTTING_DOWN)
+            call.call_error(outcomes.SHUTTING_DOWN)
         for app in list(self.apps.values()):
             app.close(1001, "bridge shutting down")
         for client_id, streams in list(self.streams.items()):

@@ -1,13 +1,14 @@
 """Calls in flight and their deadlines: the timeout, the switch to streaming, the keep-alive ticks.
 
 Every call has the same timeout and the same streaming delay, so start order is
-deadline order: insertion-ordered dicts give the next deadline in O(1) and let a call
-leave in O(1) when it ends, without a heap or a timer per call.
+deadline order: one insertion-ordered dict gives the next deadline in O(1) and lets a
+call leave in O(1) when it ends, without a heap or a timer per call. Calls that are
+streamed (rare: they last over a second) are kept apart for their keep-alive ticks.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.channel import AppChannel
@@ -18,51 +19,54 @@ STREAM_AFTER_SECONDS = 1.0
 STREAM_KEEPALIVE_SECONDS = 1.0
 
 
-class Waiter(Protocol):
-    """The agent side of a call, told how it goes (the agent endpoint implements it)."""
+class Call:
+    """One tools/call in flight, and the agent side waiting for it: a subclass says how it ends.
 
-    wants_stream: bool  # the agent accepts text/event-stream
+    The agent endpoint's subclass answers its HTTP request; tests record. The bridge fills
+    in the routing fields when the call starts.
+    """
+
+    __slots__ = ("seq", "id", "app", "deadline", "slow_at", "wants_stream", "streaming")
+
+    def __init__(self, wants_stream: bool) -> None:
+        self.wants_stream = wants_stream  # the agent accepts text/event-stream
+        self.streaming = False  # switched to a stream after a second without an answer
+        self.seq = 0
+        self.id = ""
+        self.app: AppChannel | None = None
+        self.deadline = 0.0
+        self.slow_at = 0.0
 
     def call_result(self, result: bytes, has_result_type: bool) -> None:
         """The app answered with this CallToolResult (JSON bytes, unchanged)."""
+        raise NotImplementedError
 
     def call_error(self, text: str) -> None:
         """The call ended without the app's answer; the agent gets a tool error saying so."""
+        raise NotImplementedError
 
     def call_slow(self) -> None:
         """A second passed without an answer: switch the response to a stream."""
+        raise NotImplementedError
 
     def call_tick(self) -> None:
         """Another second passed on a streamed response: send a keep-alive."""
-
-
-class Call:
-    """One tools/call in flight: which app runs it, who waits for it, and until when."""
-
-    __slots__ = ("seq", "id", "app", "waiter", "deadline", "slow_at")
-
-    def __init__(self, seq: int, app: AppChannel, waiter: Waiter, deadline: float, slow_at: float) -> None:
-        self.seq = seq
-        # Unique among all calls of this bridge, so certainly among a connection's (spec §3.2).
-        self.id = str(seq)
-        self.app = app
-        self.waiter = waiter
-        self.deadline = deadline
-        self.slow_at = slow_at
+        raise NotImplementedError
 
 
 class InFlightCalls:
     """Every call waiting on an app, with the next time one of them needs attention."""
 
-    __slots__ = ("timeout", "_seq", "_waiting", "_not_slow", "_slow", "_next_tick")
+    __slots__ = ("timeout", "_seq", "_waiting", "_streaming", "_next_tick", "_switch_armed")
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self._seq = 0
         self._waiting: dict[int, Call] = {}  # every call, oldest first
-        self._not_slow: dict[int, Call] = {}  # calls that may still switch to a stream
-        self._slow: dict[int, Call] = {}  # calls answered as a stream, ticking
+        self._streaming: dict[int, Call] = {}  # calls answered as a stream, ticking
         self._next_tick: float | None = None
+        # A wake-up was asked for at or before the switch time of every call that may still switch.
+        self._switch_armed = False
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -70,38 +74,50 @@ class InFlightCalls:
     def __iter__(self):
         return iter(list(self._waiting.values()))
 
-    def start(self, app: AppChannel, waiter: Waiter, now: float) -> tuple[Call, float | None]:
-        """A new call, and the deadline to wake up for if it is now the earliest one."""
-        self._seq += 1
-        seq = self._seq
-        call = Call(seq, app, waiter, now + self.timeout, now + STREAM_AFTER_SECONDS)
-        self._waiting[seq] = call
-        wake = call.deadline if len(self._waiting) == 1 else None
-        if waiter.wants_stream:
-            self._not_slow[seq] = call
-            if len(self._not_slow) == 1 and (wake is None or call.slow_at < wake):
-                wake = call.slow_at
-        return call, wake
+    def start(self, call: Call, app: AppChannel, now: float) -> float | None:
+        """Track a new call; the deadline to wake up for if it is now the earliest one."""
+        self._seq = seq = self._seq + 1
+        call.seq = seq
+        # Unique among all calls of this bridge, so certainly among a connection's (spec §3.2).
+        call.id = str(seq)
+        call.app = app
+        call.deadline = deadline = now + self.timeout
+        call.slow_at = slow_at = now + STREAM_AFTER_SECONDS
+        waiting = self._waiting
+        waiting[seq] = call
+        # Start order is deadline order, so a wake-up asked for an earlier call comes first:
+        # only the first call, and the first that may switch to a stream, need one.
+        wake = deadline if len(waiting) == 1 else None
+        if call.wants_stream and not self._switch_armed:
+            self._switch_armed = True
+            if wake is None or slow_at < wake:
+                wake = slow_at
+        return wake
 
     def finish(self, call: Call) -> None:
         """Forget a call that ended, however it ended."""
-        seq = call.seq
-        del self._waiting[seq]
-        self._not_slow.pop(seq, None)
-        if self._slow:
-            self._slow.pop(seq, None)
+        del self._waiting[call.seq]
+        if call.streaming:
+            del self._streaming[call.seq]
+
+    def _first_switch(self) -> Call | None:
+        """The oldest call that may still switch to a stream (rare calls are skipped past)."""
+        for call in self._waiting.values():
+            if call.wants_stream and not call.streaming:
+                return call
+        return None
 
     def next_deadline(self) -> float | None:
         """When `on_timer` has something to do next, or None."""
-        best = None
-        for calls in (self._waiting, self._not_slow):
-            if calls:
-                first = next(iter(calls.values()))
-                when = first.deadline if calls is self._waiting else first.slow_at
-                if best is None or when < best:
-                    best = when
-        if self._slow and self._next_tick is not None and (best is None or self._next_tick < best):
-            best = self._next_tick
+        best = self._next_tick if self._streaming else None
+        waiting = self._waiting
+        if waiting:
+            deadline = next(iter(waiting.values())).deadline
+            if best is None or deadline < best:
+                best = deadline
+        switch = self._first_switch()
+        if switch is not None and (best is None or switch.slow_at < best):
+            best = switch.slow_at
         return best
 
     def on_timer(self, now: float) -> list[Call]:
@@ -114,18 +130,24 @@ class InFlightCalls:
                 break
             self.finish(call)
             expired.append(call)
-        if self._slow and self._next_tick is not None and now >= self._next_tick:
+        if self._streaming and self._next_tick is not None and now >= self._next_tick:
             self._next_tick = now + STREAM_KEEPALIVE_SECONDS
-            for call in list(self._slow.values()):
-                call.waiter.call_tick()
-        not_slow = self._not_slow
-        while not_slow:
-            call = next(iter(not_slow.values()))
+            for call in list(self._streaming.values()):
+                call.call_tick()
+        due = []
+        for call in waiting.values():
             if call.slow_at > now:
                 break
-            del not_slow[call.seq]
-            if not self._slow:
-                self._next_tick = now + STREAM_KEEPALIVE_SECONDS
-            self._slow[call.seq] = call
-            call.waiter.call_slow()
+            if call.wants_stream and not call.streaming:
+                due.append(call)
+        for call in due:
+            # An earlier call_slow may have ended this call (its agent gone): skip it then.
+            if call.seq in waiting and not call.streaming:
+                if not self._streaming:
+                    self._next_tick = now + STREAM_KEEPALIVE_SECONDS
+                call.streaming = True
+                self._streaming[call.seq] = call
+                call.call_slow()
+        # The server re-arms at next_deadline(), which covers the next call that may switch.
+        self._switch_armed = self._first_switch() is not None
         return expired

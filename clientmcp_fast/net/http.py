@@ -1,6 +1,6 @@
-"""HTTP/1.1 connections on httptools: parse, queue pipelined requests, answer in order, hand off upgrades.
+"""HTTP/1.1 connections: queue pipelined requests, answer them in order, time them out, hand off upgrades.
 
-The protocol object is the parser's callback object. Requests are answered one at a
+Parsing is the `RequestReader`'s (a `_speedups` hot path). Requests are answered one at a
 time in arrival order; up to `max_pipelined` wait parsed, then reading pauses. What a
 request means is decided elsewhere: `/mcp` by the agent endpoint, `/connect` by the
 client channel; this module only frames bytes.
@@ -13,8 +13,6 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
-import httptools
-
 from clientmcp_fast.core.channel import client_channel_handshake
 from clientmcp_fast.core.http import (
     LAST_CHUNK,
@@ -25,26 +23,18 @@ from clientmcp_fast.core.http import (
     plain_response,
     response_head,
 )
-from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 from clientmcp_fast.core.websocket import HandshakeError, accept_response, check_upgrade
 from clientmcp_fast.log import logger, redact_target
-from clientmcp_fast.speedups import ROUTE_CONNECT, ROUTE_ECHO, ROUTE_HEALTHZ, ROUTE_MCP, route
+from clientmcp_fast.speedups import ROUTE_CONNECT, ROUTE_ECHO, ROUTE_HEALTHZ, ROUTE_MCP, RequestReader, route
 
 if TYPE_CHECKING:
     from clientmcp_fast.net.server import Server
 
 _PENDING, _STREAMING, _DONE = 0, 1, 2
+# What a connection's deadline is timing: nothing (an answer is owed), a head, a body, idleness.
+_BUSY, _HEAD, _BODY, _IDLE = 0, 1, 2, 3
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _ALLOW_GET = ((b"allow", b"GET"),)
-
-
-class _Refused(Exception):
-    """Raised from a parser callback to stop parsing; the connection answers `status` and closes."""
-
-    def __init__(self, status: int, text: str) -> None:
-        super().__init__(status, text)
-        self.status = status
-        self.text = text
 
 
 class HttpExchange:
@@ -92,60 +82,44 @@ class HttpProtocol(asyncio.Protocol):
     __slots__ = (
         "server",
         "transport",
-        "parser",
+        "reader",
         "deadline",
-        "_target",
-        "_headers",
-        "_repeated",
-        "_body",
-        "_body_size",
-        "_head_bytes",
-        "_head_unparsed",
-        "_in_head",
+        "_limits",
+        "_time",
+        "_phase",
         "_queue",
         "_current",
         "_serving",
-        "_stopped",
         "_closed",
         "_pipeline_paused",
         "_write_paused",
-        "_upgrade",
-        "_refusal",
     )
 
     def __init__(self, server: Server) -> None:
         self.server = server
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
-        self.parser = httptools.HttpRequestParser(self)
-        self.deadline: float | None = None
-        self._target = b""
-        self._headers: dict[bytes, bytes] = {}
-        self._repeated: set[bytes] = set()
-        self._body: list[bytes] = []
-        self._body_size = 0
-        self._head_bytes = 0
-        self._head_unparsed = 0
-        self._in_head = False
+        self._limits = server.limits
+        self._time = server.loop.time
         self._queue: deque[Request] = deque()
+        self.reader = RequestReader(self._queue, self._limits.max_head_bytes, server.settings.websocket_echo)
+        self.deadline: float | None = None
+        self._phase = _BUSY  # what `deadline` times: see _arm
         self._current: HttpExchange | None = None
         self._serving = False
-        self._stopped = False  # parsing stopped: an upgrade, or a request we refused
         self._closed = False
         self._pipeline_paused = False
         self._write_paused = False
-        self._upgrade: tuple[Request, bytes] | None = None  # a WebSocket upgrade and the bytes after it
-        self._refusal: tuple[int, str] | None = None  # answered after the requests before it
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.transport = transport
-        server = self.server
-        if not server.admit_http(self):
+        if not self.server.admit_http(self):
             transport.close()
             self._closed = True
             return
-        self.deadline = server.loop.time() + server.limits.head_timeout
+        self._phase = _HEAD  # a new connection has the head timeout to send its first request
+        self.deadline = self._time() + self._limits.head_timeout
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -157,33 +131,18 @@ class HttpProtocol(asyncio.Protocol):
             abandon()
 
     def data_received(self, data: bytes) -> None:
-        if self._stopped:
-            return
-        was_in_head = self._in_head
-        try:
-            while True:
-                try:
-                    self.parser.feed_data(data)
-                    break
-                except httptools.HttpParserUpgrade as upgrade:
-                    data = data[upgrade.args[0] :]
-                    if self._take_upgrade(data):
-                        break
-                    if not data:
-                        break
-        except httptools.HttpParserError as error:
-            context = error.__context__
-            if isinstance(context, _Refused):
-                self._refuse(context.status, context.text)
-            else:
-                self._refuse(400, "malformed HTTP request")
-            self._serve()
-            return
-        if was_in_head and self._in_head:
-            # The whole chunk belongs to a head that is still not complete.
-            self._head_unparsed += len(data)
-            if self._head_unparsed + self._head_bytes > self.server.limits.max_head_bytes:
-                self._refuse(431, "request head larger than the limit")
+        reader = self.reader
+        reader.feed(data)
+        queue = self._queue
+        if reader.expect_continue:
+            reader.expect_continue = False
+            if self._current is None and not queue:
+                self.transport.write(_CONTINUE)
+        if len(queue) >= self._limits.max_pipelined and not self._pipeline_paused:
+            self._pipeline_paused = True
+            self.transport.pause_reading()
+        elif reader.stopped:
+            self.transport.pause_reading()
         self._serve()
 
     def eof_received(self) -> bool:
@@ -196,116 +155,29 @@ class HttpProtocol(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if not self._pipeline_paused and not self._stopped:
+        if not self._pipeline_paused and not self.reader.stopped:
             self.transport.resume_reading()
-
-    # -- httptools callbacks ----------------------------------------------------------------
-
-    def on_message_begin(self) -> None:
-        if self._stopped:
-            return
-        self._in_head = True
-        self._target = b""
-        self._headers = {}
-        self._repeated = set()
-        self._body = []
-        self._body_size = 0
-        self._head_bytes = 0
-        self._head_unparsed = 0
-        if self._current is None and not self._queue:
-            self.deadline = self.server.loop.time() + self.server.limits.head_timeout
-
-    def on_url(self, url: bytes) -> None:
-        self._target += url
-        self._count_head(len(url))
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_head(len(name) + len(value) + 4)
-        name = name.lower()
-        headers = self._headers
-        if name in headers:
-            self._repeated.add(name)
-            headers[name] += b", " + value
-        else:
-            headers[name] = value
-
-    def _count_head(self, size: int) -> None:
-        self._head_bytes += size
-        if self._head_bytes > self.server.limits.max_head_bytes:
-            raise _Refused(431, "request head larger than the limit")
-
-    def on_headers_complete(self) -> None:
-        if self._stopped:
-            return
-        self._in_head = False
-        parser = self.parser
-        if parser.get_http_version() not in ("1.1", "1.0"):
-            raise _Refused(505, "only HTTP/1.1 is served")
-        headers = self._headers
-        encoding = headers.get(b"transfer-encoding")
-        if encoding is not None and encoding.strip().lower() != b"chunked":
-            raise _Refused(501, "only the chunked transfer coding is supported")
-        length = headers.get(b"content-length")
-        if length is not None and int(length) > MAX_MESSAGE_BYTES:
-            # Answered now, without reading the body; the connection closes after the answer.
-            self._enqueue(None)
-            self._stop()
-            return
-        if headers.get(b"expect", b"").lower() == b"100-continue" and self._current is None and not self._queue:
-            self.transport.write(_CONTINUE)
-        self.deadline = self.server.loop.time() + self.server.limits.keepalive_timeout
-
-    def on_body(self, body: bytes) -> None:
-        if self._stopped:
-            return
-        self._body_size += len(body)
-        if self._body_size > MAX_MESSAGE_BYTES:
-            # Answered as too large; the parser may go on through this chunk, unheard.
-            self._body = []
-            self._enqueue(None)
-            self._stop()
-            return
-        self._body.append(body)
-
-    def on_message_complete(self) -> None:
-        if self._stopped:
-            return
-        body = self._body
-        self._enqueue(body[0] if len(body) == 1 else b"".join(body))
 
     # -- requests in, answers out -----------------------------------------------------------
 
-    def _enqueue(self, body: bytes | None) -> None:
-        parser = self.parser
-        request = Request(
-            parser.get_method(),
-            self._target,
-            self._headers,
-            self._repeated,
-            body,
-            body is not None and parser.should_keep_alive(),
-        )
-        self._queue.append(request)
-        self.deadline = None
-        if len(self._queue) >= self.server.limits.max_pipelined and not self._pipeline_paused:
-            self._pipeline_paused = True
-            self.transport.pause_reading()
-
-    def _take_upgrade(self, tail: bytes) -> bool:
-        """After an upgrade request: whether it is a WebSocket upgrade we hand off (parsing stops)."""
-        request = self._queue[-1] if self._queue else None
-        if request is None or request.method != b"GET":
-            return False
-        kind, _ = route(request.target)
-        if kind != ROUTE_CONNECT and not (kind == ROUTE_ECHO and self.server.settings.websocket_echo):
-            return False
-        self._upgrade = (request, tail)
-        self._stop()
-        return True
-
-    def _stop(self) -> None:
-        self._stopped = True
-        self.transport.pause_reading()
+    def _arm(self) -> None:
+        """Set the one timeout that applies now (BRIDGE.md §6); the clock is read only on a change."""
+        reader = self.reader
+        if self._current is not None or self._queue or self._closed:
+            phase = _BUSY  # an answer is owed: no timeout
+        elif reader.in_head:
+            phase = _HEAD
+        elif reader.in_body:
+            phase = _BODY
+        else:
+            phase = _IDLE
+        if phase != self._phase:
+            self._phase = phase
+            if phase == _BUSY:
+                self.deadline = None
+            else:
+                limits = self._limits
+                self.deadline = self._time() + (limits.head_timeout if phase == _HEAD else limits.keepalive_timeout)
 
     def _serve(self) -> None:
         if self._serving:
@@ -315,23 +187,22 @@ class HttpProtocol(asyncio.Protocol):
             queue = self._queue
             while self._current is None and not self._closed:
                 if not queue:
-                    if self._refusal is not None:
-                        status, text = self._refusal
-                        self.transport.write(plain_response(status, text, close=True))
+                    refusal = self.reader.refusal
+                    if refusal is not None:
+                        self.transport.write(plain_response(refusal[0], refusal[1], close=True))
                         self._close()
                     break
                 request = queue.popleft()
-                if self._pipeline_paused and len(queue) < self.server.limits.max_pipelined:
+                if self._pipeline_paused and len(queue) < self._limits.max_pipelined:
                     self._pipeline_paused = False
-                    if not self._write_paused and not self._stopped:
+                    if not self._write_paused and not self.reader.stopped:
                         self.transport.resume_reading()
                 exchange = HttpExchange(self, request)
                 self._current = exchange
                 self._dispatch(exchange)
         finally:
             self._serving = False
-        if self._current is None and not self._queue and not self._closed and not self._in_head:
-            self.deadline = self.server.loop.time() + self.server.limits.keepalive_timeout
+        self._arm()
 
     def _dispatch(self, exchange: HttpExchange) -> None:
         request = exchange.request
@@ -364,7 +235,7 @@ class HttpProtocol(asyncio.Protocol):
         if request.method != b"GET":
             self._plain(exchange, 405, "use GET with a WebSocket upgrade", _ALLOW_GET)
             return
-        upgrade = self._upgrade
+        upgrade = self.reader.upgrade
         try:
             if upgrade is None or upgrade[0] is not request:
                 # Not an upgrade as far as HTTP goes: say precisely what is missing.
@@ -388,12 +259,6 @@ class HttpProtocol(asyncio.Protocol):
         self.server.http_connections.discard(self)
         self.transport.write(response)
         self.server.hand_off(self.transport, token, upgrade[1], echo)
-
-    def _refuse(self, status: int, text: str) -> None:
-        """Refuse what follows the requests parsed so far, then close: the byte stream is unusable."""
-        self._refusal = (status, text)
-        self._in_head = False
-        self._stop()
 
     def must_close(self, request: Request) -> bool:
         """Whether the connection ends after answering `request`."""
@@ -429,5 +294,6 @@ class HttpProtocol(asyncio.Protocol):
 
     def shutdown(self) -> None:
         """The bridge stops: idle connections close now; a request begun is still answered, then closes."""
-        if self._current is None and not self._queue and not self._in_head:
+        reader = self.reader
+        if self._current is None and not self._queue and not reader.in_head and not reader.in_body:
             self._close()

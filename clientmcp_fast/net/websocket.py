@@ -101,7 +101,13 @@ class WebSocketProtocol(asyncio.Protocol):
     def end(self, wait_for_peer: bool) -> None:
         self.flush()
         if not wait_for_peer:
-            self.transport.close()
+            # Half-close and drop what still arrives until the peer closes too: closing with
+            # unread input (the rest of a refused 4 MiB frame) resets the connection, and the
+            # reset can destroy our close frame before the peer reads it.
+            if self.transport.can_write_eof():
+                self.transport.write_eof()
+            else:
+                self.transport.close()
         if self._close_timer is None:
             # close() waits for unsent data to drain: an app that does not read would hold the
             # socket forever, so the wait is bounded.

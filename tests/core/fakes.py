@@ -12,6 +12,7 @@ from typing import Any
 from wire import Op, client_frame, decode_server_frames
 
 from clientmcp_fast.core.bridge import Bridge
+from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import TokenVerifier, mint
@@ -85,11 +86,13 @@ class RecordingLink:
         return int.from_bytes(payload[:2], "big"), payload[2:].decode("utf-8")
 
 
-class RecordingWaiter:
-    """A `Waiter` (core/calls.py) that records what it is told, in order."""
+class RecordingWaiter(Call):
+    """A `Call` (core/calls.py) that records what it is told, in order."""
+
+    __slots__ = ("events",)
 
     def __init__(self, wants_stream: bool = False) -> None:
-        self.wants_stream = wants_stream
+        super().__init__(wants_stream)
         self.events: list[tuple] = []
 
     def call_result(self, result: bytes, has_result_type: bool) -> None:

@@ -45,9 +45,10 @@ def listen(bridge, client_id="app-1", now=NOW) -> RecordingStream:
 
 
 def start(bridge, channel, name="echo", arguments=b"{}", *, wants_stream=False, now=NOW):
+    """Start a call; the call is its own waiter, returned as None when it failed at once."""
     waiter = RecordingWaiter(wants_stream)
-    call = bridge.start_call(channel, channel.toolset.tools[name], arguments, waiter, now)
-    return call, waiter
+    started = bridge.start_call(channel, channel.toolset.tools[name], arguments, waiter, now)
+    return (waiter if started else None), waiter
 
 
 def advance(bridge, until: float) -> None:

@@ -400,10 +400,9 @@ def connected_with_call(wants_stream: bool = False):
     channel, link = connect(bridge)
     register(channel, tool("echo"))
     waiter = RecordingWaiter(wants_stream)
-    call = bridge.start_call(channel, channel.toolset.tools["echo"], b"{}", waiter, NOW)
-    assert call is not None
+    assert bridge.start_call(channel, channel.toolset.tools["echo"], b"{}", waiter, NOW)
     link.new_frames()
-    return bridge, channel, link, waiter, call
+    return bridge, channel, link, waiter, waiter
 
 
 def test_a_result_reaches_the_waiter_as_the_app_sent_it():

@@ -1,0 +1,203 @@
+"""HTTP/1.1 request reading on httptools; the pure-Python twin of `_speedups/http_reader.pyx`.
+
+`RequestReader.feed()` turns the bytes of one connection into `Request` objects appended
+to the connection's queue, enforcing the head and body limits of BRIDGE.md §6. It is
+the parser's callback object, so each header costs one callback here: in the compiled
+twin that callback runs in C. What happens to a request is the connection's business.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import httptools
+
+from clientmcp_fast._pure.errors import RequestRefused
+from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO, route
+from clientmcp_fast.core.http import Request
+from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
+
+
+class RequestReader:
+    """Parses one connection's requests into its queue; stops at an upgrade or a refusal."""
+
+    __slots__ = (
+        "_parser",
+        "_queue",
+        "_max_head",
+        "_echo",
+        "_target",
+        "_headers",
+        "_repeated",
+        "_body",
+        "_body_size",
+        "_head_bytes",
+        "_unreported",
+        "_reported",
+        "in_head",
+        "in_body",
+        "expect_continue",
+        "stopped",
+        "upgrade",
+        "refusal",
+    )
+
+    def __init__(self, queue: deque, max_head_bytes: int, websocket_echo: bool) -> None:
+        self._parser = httptools.HttpRequestParser(self)
+        self._queue = queue
+        self._max_head = max_head_bytes
+        self._echo = websocket_echo
+        self._target = b""
+        self._headers: dict[bytes, bytes] = {}
+        self._repeated: set[bytes] | None = None
+        self._body: list[bytes] = []
+        self._body_size = 0
+        self._head_bytes = 0  # of the head in progress, as its callbacks report it
+        self._unreported = 0  # bytes fed since the last head callback, while in a head
+        self._reported = False
+        self.in_head = False  # a request head has begun and is not complete
+        self.in_body = False  # a head is complete and its body is not
+        self.expect_continue = False  # the request in progress asked for 100 Continue
+        self.stopped = False  # no more parsing: an upgrade, a refusal, or a body too large
+        self.upgrade: tuple[Request, bytes] | None = None  # a WebSocket upgrade and the bytes after it
+        self.refusal: tuple[int, str] | None = None  # answered after the requests before it, then close
+
+    def feed(self, data: bytes) -> None:
+        """Parse `data`; complete requests are appended to the queue."""
+        if self.stopped:
+            return
+        self._reported = False
+        try:
+            while True:
+                try:
+                    self._parser.feed_data(data)
+                    break
+                except httptools.HttpParserUpgrade as upgrade:
+                    data = data[upgrade.args[0] :]
+                    if self._hand_off(data) or not data:
+                        break
+        except httptools.HttpParserError as error:
+            context = error.__context__
+            if isinstance(context, RequestRefused):
+                self._refuse(context.status, context.text)
+            else:
+                self._refuse(400, "malformed HTTP request")
+            return
+        if self.in_head and not self._reported:
+            # httptools holds an unfinished header line without a callback: the chunks fed since
+            # the last callback are all part of it. Bytes after a callback within its own chunk
+            # go uncounted, so a head can pass the limit by less than one chunk before the 431.
+            self._unreported += len(data)
+            if self._head_bytes + self._unreported > self._max_head:
+                self._refuse(431, "request head larger than the limit")
+
+    def _hand_off(self, tail: bytes) -> bool:
+        """After an upgrade request: whether it is a WebSocket upgrade, which ends HTTP parsing."""
+        queue = self._queue
+        request = queue[-1] if queue else None
+        if request is None or request.method != b"GET":
+            return False
+        kind, _ = route(request.target)
+        if kind != ROUTE_CONNECT and not (kind == ROUTE_ECHO and self._echo):
+            return False
+        self.upgrade = (request, tail)
+        self.stopped = True
+        return True
+
+    def _refuse(self, status: int, text: str) -> None:
+        self.refusal = (status, text)
+        self.in_head = self.in_body = False
+        self.stopped = True
+
+    def _too_large(self) -> None:
+        # Answered (413) without reading the body, which is why the connection then closes.
+        self._queue.append(
+            Request(self._parser.get_method(), self._target, self._headers, self._repeated or (), None, False)
+        )
+        self._body = []
+        self.in_body = False
+        self.stopped = True
+
+    # -- httptools callbacks ----------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self.stopped:
+            return
+        self.in_head = True
+        self._target = b""
+        self._headers = {}
+        self._repeated = None
+        self._body = []
+        self._body_size = 0
+        self._head_bytes = 0
+        self._unreported = 0
+        self._reported = True
+
+    def on_url(self, url: bytes) -> None:
+        self._target += url
+        self._unreported = 0
+        self._reported = True
+        self._head_bytes += len(url)
+        if self._head_bytes > self._max_head:
+            raise RequestRefused(431, "request head larger than the limit")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._unreported = 0
+        self._reported = True
+        self._head_bytes += len(name) + len(value) + 4
+        if self._head_bytes > self._max_head:
+            raise RequestRefused(431, "request head larger than the limit")
+        name = name.lower()
+        headers = self._headers
+        if name in headers:
+            if self._repeated is None:
+                self._repeated = set()
+            self._repeated.add(name)
+            headers[name] += b", " + value
+        else:
+            headers[name] = value
+
+    def on_headers_complete(self) -> None:
+        if self.stopped:
+            return
+        self.in_head = False
+        if self._parser.get_http_version() not in ("1.1", "1.0"):
+            raise RequestRefused(505, "only HTTP/1.1 is served")
+        headers = self._headers
+        encoding = headers.get(b"transfer-encoding")
+        if encoding is not None and encoding.strip().lower() != b"chunked":
+            raise RequestRefused(501, "only the chunked transfer coding is supported")
+        length = headers.get(b"content-length")
+        if length is not None and int(length) > MAX_MESSAGE_BYTES:
+            self._too_large()
+            return
+        self.in_body = True
+        self.expect_continue = headers.get(b"expect", b"").lower() == b"100-continue"
+
+    def on_body(self, body: bytes) -> None:
+        if self.stopped:
+            return
+        self._body_size += len(body)
+        if self._body_size > MAX_MESSAGE_BYTES:
+            # The parser may go on through this chunk, unheard.
+            self._too_large()
+            return
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self.stopped:
+            return
+        self.in_body = False
+        self.expect_continue = False
+        body = self._body
+        parser = self._parser
+        self._queue.append(
+            Request(
+                parser.get_method(),
+                self._target,
+                self._headers,
+                self._repeated or (),
+                body[0] if len(body) == 1 else b"".join(body),
+                parser.should_keep_alive(),
+            )
+        )
