@@ -7,6 +7,8 @@ import sys
 import time
 
 logger = logging.getLogger("clientmcp")
+# Read on hot paths instead of logger.isEnabledFor(DEBUG); kept in step by configure().
+debug_enabled = False
 
 LEVELS = {"error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO, "debug": logging.DEBUG}
 
@@ -27,6 +29,8 @@ def configure(level: str, stream=None) -> None:
     logger.handlers[:] = [handler]
     logger.setLevel(LEVELS[level])
     logger.propagate = False
+    global debug_enabled
+    debug_enabled = level == "debug"
 
 
 def redact_target(target: bytes) -> str:

@@ -69,7 +69,6 @@ _HTTP_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _LOOPBACK_ORIGIN = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?")
 _ROUTING_HEADERS = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
 
-_STATUS_OF_MODERN_ERROR = {METHOD_NOT_FOUND: 404}  # every other modern error is a 400 (MCP.md §A.10)
 
 
 def sse_event(payload: bytes) -> bytes:
@@ -129,13 +128,15 @@ class _Context:
     def reply(self, body: bytes, extra: Headers = ()) -> None:
         """A 200 answer carrying one JSON-RPC message, as JSON, or as one SSE event if JSON is not accepted."""
         if self.json_ok:
-            self.exchange.respond(200, (*JSON_HEADERS, *self.cors, *extra), body)
+            headers = JSON_HEADERS if not self.cors and not extra else (*JSON_HEADERS, *self.cors, *extra)
+            self.exchange.respond(200, headers, body)
         else:
             self.exchange.respond(200, (*SSE_HEADERS, *self.cors, *extra), sse_event(body))
 
     def fail(self, status: int, id_json: bytes, code: int, message: str, data: Any = None) -> None:
         """A JSON-RPC error with an HTTP status; always JSON (it is decided before any stream starts)."""
-        self.exchange.respond(status, (*JSON_HEADERS, *self.cors), jsonrpc.error(id_json, code, message, data))
+        headers = (*JSON_HEADERS, *self.cors) if self.cors else JSON_HEADERS
+        self.exchange.respond(status, headers, jsonrpc.error(id_json, code, message, data))
 
     def accepted(self) -> None:
         """202 with no body: a notification or a response the agent posted."""
@@ -381,7 +382,7 @@ class AgentEndpoint:
             challenge = b"Bearer"
         else:
             try:
-                return self.verifier.verify(token.decode("latin-1"), ROLE_AGENT, now)
+                return self.verifier.verify(token, ROLE_AGENT, now)
             except TokenError as error:
                 problem = str(error)
                 challenge = b'Bearer error="invalid_token"'
@@ -460,9 +461,6 @@ class AgentEndpoint:
     # -- 2026-07-28 -------------------------------------------------------------------------
 
     def _modern(self, context: _Context, message: Message, now: float) -> None:
-        def fail(code: int, text: str, data: Any = None) -> None:
-            context.fail(_STATUS_OF_MODERN_ERROR.get(code, 400), id_json, code, text, data)
-
         id_json = valid_id(message.id)
         method = message.method
         if message.id is msgspec.UNSET and isinstance(method, str):
@@ -470,32 +468,39 @@ class AgentEndpoint:
             return
         if id_json is None or message.jsonrpc != "2.0" or not isinstance(method, str):
             id_json = NULL_ID if id_json is None else id_json
-            fail(INVALID_REQUEST, "Invalid Request: one JSON-RPC request with a string or number id")
+            context.fail(
+                400, id_json, INVALID_REQUEST, "Invalid Request: one JSON-RPC request with a string or number id"
+            )
             return
         params = message.params if message.params is not msgspec.UNSET else Params()
         meta = params.meta
         if not isinstance(meta, dict) or META_VERSION not in meta or META_CAPABILITIES not in meta:
-            fail(INVALID_PARAMS, f"params._meta must carry {META_VERSION} and {META_CAPABILITIES}")
+            context.fail(
+                400, id_json, INVALID_PARAMS, f"params._meta must carry {META_VERSION} and {META_CAPABILITIES}"
+            )
             return
         request = context.exchange.request
         headers = request.headers
-        for name in _ROUTING_HEADERS:
-            if name in request.repeated:
-                fail(HEADER_MISMATCH, f"{name.decode()} header appears more than once")
-                return
+        if request.repeated:
+            for name in _ROUTING_HEADERS:
+                if name in request.repeated:
+                    context.fail(400, id_json, HEADER_MISMATCH, f"{name.decode()} header appears more than once")
+                    return
         version = headers.get(b"mcp-protocol-version")
         if version is None or version.strip().decode("latin-1") != meta[META_VERSION]:
-            fail(HEADER_MISMATCH, "MCP-Protocol-Version header does not match params._meta protocolVersion")
+            context.fail(
+                400, id_json, HEADER_MISMATCH, "MCP-Protocol-Version header does not match params._meta protocolVersion"
+            )
             return
         mcp_method = headers.get(b"mcp-method")
         if mcp_method is None or mcp_method.strip().decode("latin-1") != method:
-            fail(HEADER_MISMATCH, "Mcp-Method header does not match the method")
+            context.fail(400, id_json, HEADER_MISMATCH, "Mcp-Method header does not match the method")
             return
         if method == "tools/call":
             mcp_name = headers.get(b"mcp-name")
             decoded = decode_header_value(mcp_name.strip(b" \t").decode("latin-1")) if mcp_name is not None else None
             if decoded != params.name:
-                fail(HEADER_MISMATCH, "Mcp-Name header does not match params.name")
+                context.fail(400, id_json, HEADER_MISMATCH, "Mcp-Name header does not match params.name")
                 return
             self._call(context, id_json, params, True, None, now)
         elif method == "tools/list":
@@ -505,7 +510,7 @@ class AgentEndpoint:
         elif method == "subscriptions/listen":
             self._listen(context, id_json, params, now)
         else:
-            fail(METHOD_NOT_FOUND, f"Method not found: {method}")
+            context.fail(404, id_json, METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def _discover(self, context: _Context, id_json: bytes) -> None:
         body = b'{"resultType":"complete","supportedVersions":' + orjson.dumps(SUPPORTED)
@@ -623,7 +628,7 @@ class AgentEndpoint:
             context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: name must be a string")
             return
         arguments = params.arguments
-        if arguments is msgspec.UNSET or bytes(arguments) == b"null":
+        if arguments is msgspec.UNSET or (len(arguments) == 4 and bytes(arguments) == b"null"):
             arguments = b"{}"  # absent arguments reach the app as {} (BRIDGE.md §5.1)
         elif memoryview(arguments)[0] != 0x7B:  # "{"
             context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: arguments must be an object")

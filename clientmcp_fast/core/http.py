@@ -82,19 +82,29 @@ class Exchange(Protocol):
         """End a started stream; the connection carries on with the next request."""
 
 
+_HEAD_PREFIXES: dict[tuple, bytes] = {}
+_MAX_HEAD_PREFIXES = 1024  # CORS origins vary by agent: bound what is remembered
+
+
 def response_head(status: int, headers: Headers, content_length: int | None, close: bool) -> bytes:
     """Status line and headers of a response, with its framing headers."""
-    parts = [STATUS_LINES.get(status) or b"HTTP/1.1 %d Unknown\r\n" % status]
-    for name, value in headers:
-        parts += (name, b": ", value, b"\r\n")
+    # The same few header sets answer nearly every request: build their bytes once.
+    key = (status, headers) if type(headers) is tuple else None
+    prefix = _HEAD_PREFIXES.get(key) if key is not None else None
+    if prefix is None:
+        parts = [STATUS_LINES.get(status) or b"HTTP/1.1 %d Unknown\r\n" % status]
+        for name, value in headers:
+            parts += (name, b": ", value, b"\r\n")
+        prefix = b"".join(parts)
+        if key is not None and len(_HEAD_PREFIXES) < _MAX_HEAD_PREFIXES:
+            _HEAD_PREFIXES[key] = prefix
     if content_length is None:
-        parts.append(b"transfer-encoding: chunked\r\n")
+        framing = b"transfer-encoding: chunked\r\n"
     else:
-        parts += (b"content-length: ", str(content_length).encode(), b"\r\n")
+        framing = b"content-length: %d\r\n" % content_length
     if close:
-        parts.append(b"connection: close\r\n")
-    parts.append(b"\r\n")
-    return b"".join(parts)
+        return prefix + framing + b"connection: close\r\n\r\n"
+    return prefix + framing + b"\r\n"
 
 
 def plain_response(status: int, text: str, extra: Headers = (), close: bool = False) -> bytes:

@@ -27,7 +27,7 @@ class Tool:
     name: str
     raw: bytes
     header_params: tuple[HeaderParam, ...]
-
+    name_bytes: bytes  # the name as it goes into every call message
 
 @dataclass(frozen=True, slots=True)
 class ToolSet:
@@ -110,6 +110,6 @@ def parse_register(
             params = header_params(schema)
         except InvalidAnnotation as error:
             raise _problem(index, name, str(error)) from None
-        declared[name] = Tool(name, bytes(raw), params)
+        declared[name] = Tool(name, bytes(raw), params, name.encode("ascii"))
     tools_json = b"[" + b",".join(tool.raw for tool in declared.values()) + b"]"
     return ToolSet(declared, tools_json, instructions)

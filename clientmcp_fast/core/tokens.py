@@ -68,13 +68,13 @@ class TokenVerifier:
         if not secrets:
             raise ValueError("at least one secret is needed")
         self._secrets = tuple(secrets)
-        self._cache: dict[str, Grant] = {}
+        self._cache: dict[str | bytes, Grant] = {}
         self._cache_size = cache_size
         # exp and nbf are Unix times, while the server's `now` is its loop's monotonic clock:
         # the server sets the difference here, so that `now + wall_offset` is Unix time.
         self.wall_offset = 0.0
 
-    def verify(self, token: str, role: str, now: float) -> str:
+    def verify(self, token: str | bytes, role: str, now: float) -> str:
         """The client ID of a valid `role` token at time `now`; raises `TokenError` otherwise."""
         now += self.wall_offset
         grant = self._cache.get(token)
@@ -92,7 +92,7 @@ class TokenVerifier:
             raise TokenError("token not valid yet (nbf)")
         return grant.client_id
 
-    def _check_signature_and_claims(self, token: str) -> Grant:
+    def _check_signature_and_claims(self, token: str | bytes) -> Grant:
         claims = None
         for secret in self._secrets:
             try:

@@ -9,7 +9,6 @@ client channel; this module only frames bytes.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ from clientmcp_fast.core.http import (
     response_head,
 )
 from clientmcp_fast.core.websocket import HandshakeError, accept_response, check_upgrade
+from clientmcp_fast import log
 from clientmcp_fast.log import logger, redact_target
 from clientmcp_fast.speedups import ROUTE_CONNECT, ROUTE_ECHO, ROUTE_HEALTHZ, ROUTE_MCP, RequestReader, route
 
@@ -206,7 +206,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def _dispatch(self, exchange: HttpExchange) -> None:
         request = exchange.request
-        if logger.isEnabledFor(logging.DEBUG):
+        if log.debug_enabled:
             logger.debug("%s %s", request.method.decode("latin-1"), redact_target(request.target))
         kind, token = route(request.target)
         if kind == ROUTE_MCP:

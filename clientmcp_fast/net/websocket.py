@@ -32,11 +32,12 @@ class Session(Protocol):
 class WebSocketProtocol(asyncio.Protocol):
     """Owns the transport of one WebSocket and is the core's `Link`: writes are coalesced."""
 
-    __slots__ = ("transport", "server", "session", "_out", "_close_timer")
+    __slots__ = ("transport", "server", "session", "_out", "_close_timer", "_time")
 
     def __init__(self, server: Server, transport: asyncio.Transport) -> None:
         self.transport = transport
         self.server = server
+        self._time = server.loop.time
         self.session: Session = None  # type: ignore[assignment]
         self._out: list[bytes] | None = None
         self._close_timer: asyncio.TimerHandle | None = None
@@ -56,7 +57,7 @@ class WebSocketProtocol(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        self.session.receive_data(data, self.server.loop.time())
+        self.session.receive_data(data, self._time())
 
     def eof_received(self) -> bool:
         return False

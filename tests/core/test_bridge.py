@@ -385,8 +385,9 @@ def test_a_congested_app_is_busy_until_drained():
 def test_a_call_message_of_exactly_4_mib_is_sent():
     bridge = make_bridge()
     channel, link = online(bridge, "app-1", "echo")
-    call_id = str(bridge.calls._seq + 1).encode()
-    overhead = len(call_message(call_id, b"echo", b'{"s":""}'))
+    seq = bridge.calls._seq + 1
+    call_id = str(seq).encode()
+    overhead = len(call_message(seq, b"echo", b'{"s":""}'))
     arguments = b'{"s":"' + b"x" * (MAX_MESSAGE_BYTES - overhead) + b'"}'
     call, waiter = start(bridge, channel, arguments=arguments)
     assert call is not None and call.id.encode() == call_id
@@ -399,8 +400,9 @@ def test_a_call_message_of_exactly_4_mib_is_sent():
 def test_a_call_message_over_4_mib_is_too_large():
     bridge = make_bridge(**QUIET)
     channel, link = online(bridge, "app-1", "echo")
-    call_id = str(bridge.calls._seq + 1).encode()
-    overhead = len(call_message(call_id, b"echo", b'{"s":""}'))
+    seq = bridge.calls._seq + 1
+    call_id = str(seq).encode()
+    overhead = len(call_message(seq, b"echo", b'{"s":""}'))
     arguments = b'{"s":"' + b"x" * (MAX_MESSAGE_BYTES - overhead + 1) + b'"}'
     call, waiter = start(bridge, channel, arguments=arguments)
     assert call is None
