@@ -160,6 +160,9 @@ cdef class FrameReader:
                                  buf + pos + head - 4)
                     frames.append((opcode, fin, payload))
                 pos = frame_end
+        except FrameError as error:
+            error.frames = frames
+            raise
         finally:
             if not buffered:
                 PyBuffer_Release(&view)

@@ -66,6 +66,7 @@ def _frames_or_error(module, chunks: list[bytes]) -> list:
         for chunk in chunks:
             out += reader.feed(chunk)
     except FrameError as error:
+        out += error.frames
         out.append(("error", error.code, error.reason))
     return out
 

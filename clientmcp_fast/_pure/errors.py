@@ -2,12 +2,17 @@
 
 
 class FrameError(Exception):
-    """A client broke RFC 6455 framing; the connection ends with `code` and `reason`."""
+    """A client broke RFC 6455 framing; the connection ends with `code` and `reason`.
+
+    `frames` holds the frames that came complete before the error in the same read: they
+    were sent in good order and are still delivered before the connection fails.
+    """
 
     def __init__(self, code: int, reason: str) -> None:
         super().__init__(code, reason)
         self.code = code
         self.reason = reason
+        self.frames: list[tuple[int, int, bytes]] = []
 
 
 class RequestRefused(Exception):

@@ -71,6 +71,19 @@ class FrameReader:
         else:
             view = data
         frames: list[tuple[int, int, bytes]] = []
+        try:
+            pos = self._parse(view, frames)
+        except FrameError as error:
+            error.frames = frames
+            raise
+        if buffer:
+            del buffer[:pos]
+        elif pos < len(view):
+            buffer += view[pos:]
+        return frames
+
+    def _parse(self, view: bytes | bytearray, frames: list[tuple[int, int, bytes]]) -> int:
+        """Append the complete frames of `view` to `frames`; the offset where parsing stopped."""
         pos = 0
         end_of_data = len(view)
         while end_of_data - pos >= 2:
@@ -116,8 +129,4 @@ class FrameReader:
             else:
                 frames.append((opcode, fin, payload))
             pos = frame_end
-        if buffer:
-            del buffer[:pos]
-        elif pos < end_of_data:
-            buffer += view[pos:]
-        return frames
+        return pos

@@ -140,11 +140,12 @@ class WebSocket:
             return
         try:
             frames = self._reader.feed(data)
+            failure = None
         except FrameError as error:
-            # The byte stream cannot be parsed past this point, so no close frame from the peer
-            # could be read either: fail the connection at once (RFC 6455 §7.1.7).
-            self._fail(error.code, error.reason)
-            return
+            # Frames that came before the error are delivered; then, as the byte stream cannot
+            # be parsed further (nor a close frame from the peer read), the connection fails at
+            # once (RFC 6455 §7.1.7).
+            frames, failure = error.frames, error
         handler = self._handler
         for opcode, fin, payload in frames:
             if self.state != OPEN:
@@ -164,6 +165,8 @@ class WebSocket:
                 self._on_control(opcode, payload)
             else:
                 self._on_fragment(opcode, fin, payload)
+        if failure is not None:
+            self._fail(failure.code, failure.reason)
 
     @staticmethod
     def _valid_utf8(payload: bytes) -> bool:

@@ -271,6 +271,21 @@ class TestFramingErrors:
             reader.feed(data)
         return info.value
 
+    def test_frames_before_the_error_in_the_same_read_come_with_it(self, frames: ModuleType) -> None:
+        error = self._error(
+            frames,
+            client_frame(Op.TEXT, b"first") + client_frame(Op.PING, b"p") + client_frame(Op.TEXT, b"x", mask=None),
+        )
+        assert error.code == 1002
+        assert error.frames == [(Op.TEXT, 1, b"first"), (Op.PING, 1, b"p")]
+
+    def test_frames_of_earlier_reads_are_not_repeated_with_the_error(self, frames: ModuleType) -> None:
+        reader = frames.FrameReader(MAX_MESSAGE_BYTES)
+        assert reader.feed(client_frame(Op.TEXT, b"first")) == [(Op.TEXT, 1, b"first")]
+        with pytest.raises(FrameError) as info:
+            reader.feed(client_frame(Op.TEXT, b"x", mask=None))
+        assert info.value.frames == []
+
     @pytest.mark.parametrize("rsv", [0x40, 0x20, 0x10, 0x70])
     def test_reserved_bits_are_a_1002(self, frames: ModuleType, rsv: int) -> None:
         error = self._error(frames, client_frame(Op.TEXT, b"hi", rsv=rsv))

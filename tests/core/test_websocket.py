@@ -571,6 +571,11 @@ class TestClosingHandshake:
         assert reason
         reason.decode("utf-8")
 
+    def test_a_message_before_a_framing_error_in_the_same_read_is_delivered(self, conn: Connection) -> None:
+        conn.receive(client_frame(Op.TEXT, b"good") + client_frame(Op.TEXT, b"bad", mask=None))
+        conn.assert_failed(1002, stream_broken=True)
+        assert [event[:2] for event in conn.events] == [("text", b"good"), ("close", 1002)]
+
     def test_after_a_framing_error_nothing_more_is_read(self, conn: Connection) -> None:
         conn.receive(
             client_frame(Op.TEXT, b"hi", mask=None) + client_frame(Op.CLOSE, struct.pack("!H", 1000))
