@@ -18,7 +18,7 @@ import orjson
 from clientmcp_fast import __version__
 from clientmcp_fast.core import jsonrpc, outcomes
 from clientmcp_fast.core.calls import Call
-from clientmcp_fast.core.http import APPLICATION_JSON, Exchange, Headers
+from clientmcp_fast.core.http import JSON_ONLY, Exchange, Headers
 from clientmcp_fast.core.jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -60,7 +60,7 @@ SSE_HEADERS = (
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
 )
-JSON_HEADERS = (APPLICATION_JSON,)
+JSON_HEADERS = JSON_ONLY
 KEEPALIVE = b": keep-alive\n\n"
 _ALLOW = (b"allow", b"GET, POST, OPTIONS")
 _LIST_CHANGED = jsonrpc.notification("notifications/tools/list_changed")

@@ -38,6 +38,8 @@ STATUS_LINES = {status: b"HTTP/1.1 %d %s\r\n" % (status, reason) for status, rea
 
 TEXT_PLAIN = (b"content-type", b"text/plain; charset=utf-8")
 APPLICATION_JSON = (b"content-type", b"application/json")
+JSON_ONLY = (APPLICATION_JSON,)
+_OK_JSON = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
 
 
 class Request:
@@ -88,6 +90,8 @@ _MAX_HEAD_PREFIXES = 1024  # CORS origins vary by agent: bound what is remembere
 
 def response_head(status: int, headers: Headers, content_length: int | None, close: bool) -> bytes:
     """Status line and headers of a response, with its framing headers."""
+    if headers is JSON_ONLY and status == 200 and not close and content_length is not None:
+        return _OK_JSON % content_length  # nearly every answer to a tool call
     # The same few header sets answer nearly every request: build their bytes once.
     key = (status, headers) if type(headers) is tuple else None
     prefix = _HEAD_PREFIXES.get(key) if key is not None else None

@@ -70,8 +70,9 @@ def valid_id(raw: msgspec.Raw | msgspec.UnsetType) -> bytes | None:
     if raw is msgspec.UNSET:
         return None
     data = bytes(raw)
-    first = data[:1]
-    return data if first and first in b'"-0123456789' else None
+    # msgspec keeps a Raw as the exact value, never empty: its first byte tells the JSON type.
+    first = data[0]
+    return data if first == 0x22 or 0x30 <= first <= 0x39 or first == 0x2D else None
 
 
 def result(id_json: bytes, result_json: bytes | msgspec.Raw) -> bytes:
