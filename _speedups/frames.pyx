@@ -86,7 +86,8 @@ cdef class FrameReader:
     """Splits one client's byte stream into unmasked frames; errors raise `FrameError`."""
 
     def __init__(self, Py_ssize_t max_payload):
-        self._buffer = bytearray()
+        # Only while a frame is split across reads: an idle connection holds no buffer.
+        self._buffer = None
         self._max_payload = max_payload
 
     cpdef list feed(self, object data):
@@ -96,7 +97,7 @@ cdef class FrameReader:
         cdef Py_ssize_t size, pos = 0, head, frame_end
         cdef uint64_t length
         cdef int first, second, opcode, fin
-        cdef bint buffered = PyByteArray_GET_SIZE(self._buffer) > 0
+        cdef bint buffered = self._buffer is not None
         cdef bytes payload
         cdef uint8_t text[15]
         cdef list frames = []
@@ -168,6 +169,8 @@ cdef class FrameReader:
                 PyBuffer_Release(&view)
         if buffered:
             del self._buffer[:pos]
+            if not self._buffer:
+                self._buffer = None
         elif pos < size:
-            self._buffer += data[pos:]
+            self._buffer = bytearray(data[pos:])
         return frames

@@ -9,9 +9,15 @@ import sys
 import time
 from collections.abc import Sequence
 
-from clientmcp_fast import __version__
-from clientmcp_fast.config import ConfigError, add_options, load, load_secrets, parse_duration
-from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, mint
+# The bridge signs and checks HS256 only, but PyJWT imports `cryptography` (about 10 MB of
+# RSS) whenever it is installed, for the RSA and EC algorithms the bridge refuses anyway.
+# This module is only ever a program's entry point (`clientmcp`, `python -m clientmcp_fast`),
+# so keeping `cryptography` out of the process affects nothing else; PyJWT supports it.
+sys.modules.setdefault("cryptography", None)
+
+from clientmcp_fast import __version__  # noqa: E402 (after keeping cryptography out)
+from clientmcp_fast.config import ConfigError, add_options, load, load_secrets, parse_duration  # noqa: E402
+from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, mint  # noqa: E402
 
 DEFAULT_TTL = "24h"
 

@@ -59,7 +59,8 @@ class FrameReader:
     __slots__ = ("_buffer", "_max_payload")
 
     def __init__(self, max_payload: int) -> None:
-        self._buffer = bytearray()
+        # Only while a frame is split across reads: an idle connection holds no buffer.
+        self._buffer: bytearray | None = None
         self._max_payload = max_payload
 
     def feed(self, data: bytes) -> list[tuple[int, int, bytes]]:
@@ -78,8 +79,10 @@ class FrameReader:
             raise
         if buffer:
             del buffer[:pos]
+            if not buffer:
+                self._buffer = None
         elif pos < len(view):
-            buffer += view[pos:]
+            self._buffer = bytearray(view[pos:])
         return frames
 
     def _parse(self, view: bytes | bytearray, frames: list[tuple[int, int, bytes]]) -> int:

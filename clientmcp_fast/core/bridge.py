@@ -134,7 +134,7 @@ class Bridge:
             call.call_error(outcomes.BUSY)
             return False
         wake = self.calls.start(call, app, now)
-        message = call_message(call.seq, tool.name_bytes, arguments)
+        message = call_message(call.seq, tool.name.encode(), arguments)
         if len(message) > MAX_MESSAGE_BYTES:
             self.calls.finish(call)
             call.call_error(outcomes.TOO_LARGE)

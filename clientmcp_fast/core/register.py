@@ -22,12 +22,10 @@ class RegisterError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Tool:
-    """One declared tool: its name, the bytes the app sent, and its header-mirrored arguments."""
+    """One declared tool: its name and its header-mirrored arguments (its bytes are in `tools_json`)."""
 
     name: str
-    raw: bytes
     header_params: tuple[HeaderParam, ...]
-    name_bytes: bytes  # the name as it goes into every call message
 
 @dataclass(frozen=True, slots=True)
 class ToolSet:
@@ -110,6 +108,8 @@ def parse_register(
             params = header_params(schema)
         except InvalidAnnotation as error:
             raise _problem(index, name, str(error)) from None
-        declared[name] = Tool(name, bytes(raw), params, name.encode("ascii"))
-    tools_json = b"[" + b",".join(tool.raw for tool in declared.values()) + b"]"
+        declared[name] = Tool(name, params)
+    # Every tool was checked, so every element of the array is in the set: the bytes the app
+    # sent are kept once, as the array tools/list answers with.
+    tools_json = b"[" + b",".join(raw_tools) + b"]"
     return ToolSet(declared, tools_json, instructions)

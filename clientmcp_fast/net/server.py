@@ -57,6 +57,7 @@ class Server:
         self.settings = settings
         self.limits = settings.limits
         self.loop = loop or asyncio.get_running_loop()
+        self.time = self.loop.time
         self.verifier = TokenVerifier(settings.secrets)
         self._sync_wall_clock()
         self.bridge = Bridge(self.limits, self.verifier, self.wake, app_connection_limit(self.limits))

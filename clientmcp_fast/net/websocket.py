@@ -37,7 +37,7 @@ class WebSocketProtocol(asyncio.Protocol):
     def __init__(self, server: Server, transport: asyncio.Transport) -> None:
         self.transport = transport
         self.server = server
-        self._time = server.loop.time
+        self._time = server.time  # one bound method for all connections, not one each
         self.session: Session = None  # type: ignore[assignment]
         self._out: list[bytes] | None = None
         self._close_timer: asyncio.TimerHandle | None = None
