@@ -33,8 +33,10 @@ class OptionalBuildExt(build_ext):
     def _fallback(self, error):
         if REQUIRED:
             raise error
-        print(f"WARNING: clientmcp_fast extensions not built ({error}); using the pure-Python twins",
-              file=sys.stderr)
+        print(
+            f"WARNING: clientmcp_fast extensions not built ({error}); using the pure-Python twins",
+            file=sys.stderr,
+        )
 
 
 def extensions():

@@ -188,7 +188,8 @@ def notes(results: dict) -> str:
     load_average = ", ".join(f"{x:.2f}" for x in machine["load_average_at_start"])
     lines = [
         (
-            f"{kind} run {results['when']}: {plan['rounds']} round(s) of {plan['seconds']:g} s per load (median shown), "
+            f"{kind} run {results['when']}: {plan['rounds']} round(s) of {plan['seconds']:g} s per load "
+            "(median shown), "
             f"{plan['clients']:,} idle clients, ping window {plan['ping_seconds']:g} s"
         ),
         (

@@ -327,7 +327,10 @@ def start_app(fleet: Fleet, server: Server, secret: str, build: Path, cpus: list
     """Connect the compiled app to `server` and wait until it is registered."""
     now = time.time()
     token = mint(secret.encode(), "client", CLIENT_ID, 3600, now)
-    code = f"import sys; sys.path.insert(0, {str(build)!r}); import bench_app; bench_app.run(sys.argv[1], int(sys.argv[2]), sys.argv[3])"
+    code = (
+        f"import sys; sys.path.insert(0, {str(build)!r}); import bench_app; "
+        "bench_app.run(sys.argv[1], int(sys.argv[2]), sys.argv[3])"
+    )
     name = f"{server.name}-app"
     process = fleet.start(
         name,
@@ -628,7 +631,8 @@ def run(plan: Plan, progress: Progress, quick: bool, with_sdk: bool = True) -> d
         raise BenchError("CLIENTMCP_NO_EXTENSIONS=1 did not select the pure twins")
     if machine["speedups"] != "compiled":
         progress(
-            f"warning: the compiled _speedups are not importable ({machine['speedups']}): figure 6 compares pure with pure"
+            f"warning: the compiled _speedups are not importable ({machine['speedups']}): "
+            "figure 6 compares pure with pure"
         )
     wait_for_build = build_app(progress)
     fleet = Fleet()

@@ -45,7 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("role", choices=("client", "agent"), help="client: the app connects; agent: calls it")
     token.add_argument("client_id", metavar="ID", help="the client ID (1-128 of A-Z a-z 0-9 _ - . : @)")
     token.add_argument("--ttl", default=DEFAULT_TTL, help="lifetime, e.g. 3600s, 15m, 24h, 30d (default 24h)")
-    demo = commands.add_parser("demo", help="run a bridge on 127.0.0.1 with a demo todo app, and print how to connect")
+    demo = commands.add_parser(
+        "demo", help="run a bridge on 127.0.0.1 with a demo todo app, and print how to connect"
+    )
     demo.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080; 0 picks one)")
     return parser
 
@@ -61,7 +63,10 @@ def _serve(flags: argparse.Namespace) -> int:
     try:
         loop.run_until_complete(Server(settings, loop).run())
     except OSError as error:
-        print(f"clientmcp: error: cannot listen on {settings.host}:{settings.port}: {error.strerror}", file=sys.stderr)
+        print(
+            f"clientmcp: error: cannot listen on {settings.host}:{settings.port}: {error.strerror}",
+            file=sys.stderr,
+        )
         return 1
     finally:
         loop.close()

@@ -61,7 +61,10 @@ def completed(message: str = "Done.", **data: Any) -> dict[str, Any]:
 
 def accepted(operation: str, message: str = "Started.", **data: Any) -> dict[str, Any]:
     """Outcome `accepted`: it started and goes on as `operation` (spec §9.2)."""
-    return {**text_result(message), "structuredContent": {"status": "accepted", "operation": operation, **data}}
+    return {
+        **text_result(message),
+        "structuredContent": {"status": "accepted", "operation": operation, **data},
+    }
 
 
 def rejected(code: str, detail: str, **data: Any) -> dict[str, Any]:
@@ -166,7 +169,10 @@ class ClientMCP:
 
     def register_message(self) -> str:
         """The register message declaring the current tool set (spec §3.2)."""
-        message: dict[str, Any] = {"type": "register", "tools": [tool.definition for tool in self.tools.values()]}
+        message: dict[str, Any] = {
+            "type": "register",
+            "tools": [tool.definition for tool in self.tools.values()],
+        }
         if self.instructions is not None:
             message["instructions"] = self.instructions
         return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
@@ -194,7 +200,9 @@ class ClientMCP:
             finished.cancel()
         if not self._registered.is_set():
             await self.close()
-            raise ConnectionError(f"not registered: closed with {self.close_code} {self.close_reason}".strip())
+            raise ConnectionError(
+                f"not registered: closed with {self.close_code} {self.close_reason}".strip()
+            )
 
     async def close(self) -> None:
         """Close the connection (1000) and stop reconnecting."""
@@ -224,7 +232,9 @@ class ClientMCP:
             while not self._stopping:
                 try:
                     ws = await websockets.connect(
-                        self.url, subprotocols=[SUBPROTOCOL, await self._token_value()], max_size=4 * 1024 * 1024
+                        self.url,
+                        subprotocols=[SUBPROTOCOL, await self._token_value()],
+                        max_size=4 * 1024 * 1024,
                     )
                 except (OSError, websockets.InvalidHandshake) as error:
                     self.close_code, self.close_reason = None, str(error)
@@ -329,7 +339,9 @@ class ClientMCP:
                     {
                         "type": "result",
                         "id": call_id,
-                        "result": text_result("The result is too large to deliver (over 4 MiB).", is_error=True),
+                        "result": text_result(
+                            "The result is too large to deliver (over 4 MiB).", is_error=True
+                        ),
                     }
                 )
             await self._send(conn, payload)

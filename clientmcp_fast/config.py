@@ -97,14 +97,33 @@ OPTIONS = (
     Option("log", _log_level, "error, warn, info (default) or debug", "settings"),
     Option("call-timeout", parse_duration, "seconds an app has to answer a call (default 120)", "limits"),
     Option("max-head-bytes", _positive_int, "largest HTTP request head (default 16384)", "limits"),
-    Option("max-pipelined", _positive_int, "pipelined HTTP requests queued per connection (default 16)", "limits"),
+    Option(
+        "max-pipelined", _positive_int, "pipelined HTTP requests queued per connection (default 16)", "limits"
+    ),
     Option("max-agent-connections", _positive_int, "HTTP connections in total (default 10000)", "limits"),
     Option("max-tools", _positive_int, "tools per register (default 1000)", "limits"),
     Option("max-calls-per-app", _positive_int, "calls in flight per app (default 1000)", "limits"),
-    Option("app-soft-bytes", _positive_int, "unsent bytes to an app before calls get busy (default 16 MiB)", "limits"),
-    Option("app-hard-bytes", _positive_int, "unsent bytes to an app before it is closed (default 64 MiB)", "limits"),
-    Option("app-soft-seconds", parse_duration, "seconds above the soft limit before closing (default 30)", "limits"),
-    Option("max-streams-per-client", _positive_int, "notification streams per client ID (default 64)", "limits"),
+    Option(
+        "app-soft-bytes",
+        _positive_int,
+        "unsent bytes to an app before calls get busy (default 16 MiB)",
+        "limits",
+    ),
+    Option(
+        "app-hard-bytes",
+        _positive_int,
+        "unsent bytes to an app before it is closed (default 64 MiB)",
+        "limits",
+    ),
+    Option(
+        "app-soft-seconds",
+        parse_duration,
+        "seconds above the soft limit before closing (default 30)",
+        "limits",
+    ),
+    Option(
+        "max-streams-per-client", _positive_int, "notification streams per client ID (default 64)", "limits"
+    ),
     Option("max-streams", _positive_int, "notification streams in total (default 10000)", "limits"),
     Option(
         "max-app-connections",
@@ -113,8 +132,18 @@ OPTIONS = (
         "limits",
     ),
     Option("head-timeout", parse_duration, "seconds to send a full HTTP request head (default 10)", "limits"),
-    Option("keepalive-timeout", parse_duration, "seconds an idle HTTP connection stays open (default 75)", "limits"),
-    Option("app-idle-timeout", parse_duration, "seconds of silence before an app is closed (default 90)", "limits"),
+    Option(
+        "keepalive-timeout",
+        parse_duration,
+        "seconds an idle HTTP connection stays open (default 75)",
+        "limits",
+    ),
+    Option(
+        "app-idle-timeout",
+        parse_duration,
+        "seconds of silence before an app is closed (default 90)",
+        "limits",
+    ),
 )
 
 
@@ -149,7 +178,9 @@ def load_secrets(env: Mapping[str, str]) -> tuple[tuple[bytes, ...], bytes]:
         )
     for name, secret in named:
         if len(secret) < MIN_SECRET_BYTES:
-            raise ConfigError(f"{name} holds a secret of {len(secret)} bytes: at least {MIN_SECRET_BYTES} are needed")
+            raise ConfigError(
+                f"{name} holds a secret of {len(secret)} bytes: at least {MIN_SECRET_BYTES} are needed"
+            )
     # The signer is CLIENTMCP_SECRET if set, else the first of the list (BRIDGE.md §1).
     return tuple(dict.fromkeys(secret for _, secret in named)), named[0][1]
 
@@ -157,7 +188,9 @@ def load_secrets(env: Mapping[str, str]) -> tuple[tuple[bytes, ...], bytes]:
 def add_options(parser: argparse.ArgumentParser) -> None:
     """Add a flag for every setting; an absent flag leaves no attribute, so the environment fills in."""
     for option in OPTIONS:
-        parser.add_argument(f"--{option.name}", dest=option.attr, default=argparse.SUPPRESS, metavar="VALUE", help=option.help)
+        parser.add_argument(
+            f"--{option.name}", dest=option.attr, default=argparse.SUPPRESS, metavar="VALUE", help=option.help
+        )
 
 
 def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Settings:

@@ -64,7 +64,10 @@ def todo_app(url: str, token: str, todos: TodoList | None = None) -> ClientMCP:
     async def list_todos(arguments: dict[str, Any]) -> Any:
         items = list(todos.items.values())
         lines = [f"#{i['id']} [{'x' if i['done'] else ' '}] {i['title']}" for i in items] or ["(empty)"]
-        return {"content": [{"type": "text", "text": "\n".join(lines)}], "structuredContent": {"items": items}}
+        return {
+            "content": [{"type": "text", "text": "\n".join(lines)}],
+            "structuredContent": {"items": items},
+        }
 
     async def complete_todo(arguments: dict[str, Any]) -> Any:
         item_id = arguments.get("id")

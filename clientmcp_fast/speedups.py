@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import platform
 
-NO_EXTENSIONS = bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS")) or platform.python_implementation() != "CPython"
+NO_EXTENSIONS = (
+    bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS")) or platform.python_implementation() != "CPython"
+)
 
 if not NO_EXTENSIONS:
     try:
@@ -24,6 +26,7 @@ if NO_EXTENSIONS:
 IMPLEMENTATION = "pure" if NO_EXTENSIONS else "compiled"
 
 # Opcodes and fixed frames are plain constants: one definition serves both twins.
+from clientmcp_fast._pure.errors import FrameError  # noqa: E402
 from clientmcp_fast._pure.frames import (  # noqa: E402
     EXACT_PING,
     EXACT_PONG,
@@ -36,7 +39,6 @@ from clientmcp_fast._pure.frames import (  # noqa: E402
     OP_TEXT,
     PONG_FRAME,
 )
-from clientmcp_fast._pure.errors import FrameError  # noqa: E402
 from clientmcp_fast._pure.routing import (  # noqa: E402
     ROUTE_CONNECT,
     ROUTE_ECHO,

@@ -126,10 +126,12 @@ class RunningBridge:
     def assert_nothing_leaks(self) -> None:
         """No call in flight, no app connection left, no stream left."""
         self.wait_for(
-            lambda s: len(s.bridge.calls) == 0
-            and s.bridge.app_connections == 0
-            and not s.websockets
-            and s.bridge.stream_count == 0
+            lambda s: (
+                len(s.bridge.calls) == 0
+                and s.bridge.app_connections == 0
+                and not s.websockets
+                and s.bridge.stream_count == 0
+            )
         )
 
 

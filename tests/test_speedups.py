@@ -48,7 +48,11 @@ def _random_stream(rnd: random.Random) -> bytes:
         elif kind < 0.25:
             stream += _client_frame(rnd, 9, rnd.randbytes(rnd.choice([0, 125, 126])))
         else:
-            size = rnd.choice([0, 1, 7, 8, 9, 15, 125, 126, 127, 65535, 65536]) if rnd.random() < 0.3 else rnd.randint(0, 300)
+            size = (
+                rnd.choice([0, 1, 7, 8, 9, 15, 125, 126, 127, 65535, 65536])
+                if rnd.random() < 0.3
+                else rnd.randint(0, 300)
+            )
             stream += _client_frame(
                 rnd,
                 rnd.choice([0, 1, 2, 8, 9, 10]),
@@ -101,8 +105,23 @@ def test_build_and_unmask_twins_agree(size):
 
 @pytest.mark.parametrize(
     "target",
-    [b"/mcp", b"/mcp/", b"/mcp/abc.def", b"/mcp/a/b", b"/mcp?x=1", b"/mcp/tok?x=1", b"/connect",
-     b"/connect?a", b"/healthz", b"/_echo", b"/", b"", b"/mcpx", b"/healthz/", b"/CONNECT"],
+    [
+        b"/mcp",
+        b"/mcp/",
+        b"/mcp/abc.def",
+        b"/mcp/a/b",
+        b"/mcp?x=1",
+        b"/mcp/tok?x=1",
+        b"/connect",
+        b"/connect?a",
+        b"/healthz",
+        b"/_echo",
+        b"/",
+        b"",
+        b"/mcpx",
+        b"/healthz/",
+        b"/CONNECT",
+    ],
 )
 def test_routing_twins_agree(target):
     assert pure_routing.route(target) == compiled_routing.route(target)

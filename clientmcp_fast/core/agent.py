@@ -70,7 +70,6 @@ _LOOPBACK_ORIGIN = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,
 _ROUTING_HEADERS = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
 
 
-
 def sse_event(payload: bytes) -> bytes:
     """One SSE `message` event; JSON's own line breaks are whitespace, so they become spaces."""
     if b"\n" in payload or b"\r" in payload:
@@ -118,7 +117,9 @@ class _Context:
 
     __slots__ = ("exchange", "client_id", "cors", "json_ok", "sse_named")
 
-    def __init__(self, exchange: Exchange, client_id: str, cors: Headers, json_ok: bool, sse_named: bool) -> None:
+    def __init__(
+        self, exchange: Exchange, client_id: str, cors: Headers, json_ok: bool, sse_named: bool
+    ) -> None:
         self.exchange = exchange
         self.client_id = client_id
         self.cors = cors
@@ -229,7 +230,9 @@ class ListenStream:
     def acknowledge(self) -> None:
         honored = b'{"toolsListChanged":true}' if self.tools else b"{}"
         params = b'{"_meta":' + self._tag() + b',"notifications":' + honored + b"}"
-        self.exchange.stream(sse_event(jsonrpc.notification("notifications/subscriptions/acknowledged", params)))
+        self.exchange.stream(
+            sse_event(jsonrpc.notification("notifications/subscriptions/acknowledged", params))
+        )
 
     def tools_changed(self) -> None:
         if self.tools:
@@ -270,7 +273,9 @@ class AgentEndpoint:
 
     __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache")
 
-    def __init__(self, bridge: Bridge, verifier: TokenVerifier, allowed_origins: tuple[str, ...] | None) -> None:
+    def __init__(
+        self, bridge: Bridge, verifier: TokenVerifier, allowed_origins: tuple[str, ...] | None
+    ) -> None:
         self.bridge = bridge
         self.verifier = verifier
         self.allowed_origins = None if allowed_origins is None else {o.lower() for o in allowed_origins}
@@ -287,7 +292,9 @@ class AgentEndpoint:
         if origin is not None:
             if not self._origin_allowed(origin):
                 exchange.respond(
-                    403, JSON_HEADERS, jsonrpc.error(NULL_ID, INVALID_REQUEST, "Forbidden: Origin not allowed")
+                    403,
+                    JSON_HEADERS,
+                    jsonrpc.error(NULL_ID, INVALID_REQUEST, "Forbidden: Origin not allowed"),
                 )
                 return
             cors = (
@@ -304,7 +311,9 @@ class AgentEndpoint:
             return
         if method != b"POST" and method != b"GET":
             exchange.respond(
-                405, (*JSON_HEADERS, *cors, _ALLOW), jsonrpc.error(NULL_ID, INVALID_REQUEST, "Method not allowed")
+                405,
+                (*JSON_HEADERS, *cors, _ALLOW),
+                jsonrpc.error(NULL_ID, INVALID_REQUEST, "Method not allowed"),
             )
             return
         accept = headers.get(b"accept")
@@ -319,7 +328,9 @@ class AgentEndpoint:
             self._get(context, sse_named, now)
             return
         if not json_ok and not sse_ok:
-            context.fail(406, NULL_ID, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
+            context.fail(
+                406, NULL_ID, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream"
+            )
             return
         body = request.body
         if body is None:
@@ -329,7 +340,9 @@ class AgentEndpoint:
             message = jsonrpc.decode_body(body)
         except msgspec.ValidationError:
             # Valid JSON, wrong shape: a scalar body, or params that is not an object.
-            context.fail(400, jsonrpc.salvage_id(body), INVALID_REQUEST, "Invalid Request: params must be an object")
+            context.fail(
+                400, jsonrpc.salvage_id(body), INVALID_REQUEST, "Invalid Request: params must be an object"
+            )
             return
         except msgspec.DecodeError:
             context.fail(400, NULL_ID, PARSE_ERROR, "Parse error: the body is not JSON")
@@ -406,11 +419,15 @@ class AgentEndpoint:
             )
             return
         if not sse_named:
-            context.fail(406, NULL_ID, INVALID_REQUEST, "Not Acceptable: the GET stream needs text/event-stream")
+            context.fail(
+                406, NULL_ID, INVALID_REQUEST, "Not Acceptable: the GET stream needs text/event-stream"
+            )
             return
         self._open_stream(context, LegacyStream(context.exchange), NULL_ID, now)
 
-    def _open_stream(self, context: _Context, stream: LegacyStream | ListenStream, id_json: bytes, now: float) -> bool:
+    def _open_stream(
+        self, context: _Context, stream: LegacyStream | ListenStream, id_json: bytes, now: float
+    ) -> bool:
         bridge = self.bridge
         client_id = context.client_id
         if not bridge.add_stream(client_id, stream, now):
@@ -427,7 +444,9 @@ class AgentEndpoint:
         headers = context.exchange.request.headers
         repeated = context.exchange.request.repeated
         if repeated and b"mcp-protocol-version" in repeated:
-            context.fail(400, valid_id(message.id) or NULL_ID, HEADER_MISMATCH, "MCP-Protocol-Version appears twice")
+            context.fail(
+                400, valid_id(message.id) or NULL_ID, HEADER_MISMATCH, "MCP-Protocol-Version appears twice"
+            )
             return
         header = headers.get(b"mcp-protocol-version")
         header_version = header.strip().decode("latin-1") if header is not None else None
@@ -469,14 +488,20 @@ class AgentEndpoint:
         if id_json is None or message.jsonrpc != "2.0" or not isinstance(method, str):
             id_json = NULL_ID if id_json is None else id_json
             context.fail(
-                400, id_json, INVALID_REQUEST, "Invalid Request: one JSON-RPC request with a string or number id"
+                400,
+                id_json,
+                INVALID_REQUEST,
+                "Invalid Request: one JSON-RPC request with a string or number id",
             )
             return
         params = message.params if message.params is not msgspec.UNSET else Params()
         meta = params.meta
         if not isinstance(meta, dict) or META_VERSION not in meta or META_CAPABILITIES not in meta:
             context.fail(
-                400, id_json, INVALID_PARAMS, f"params._meta must carry {META_VERSION} and {META_CAPABILITIES}"
+                400,
+                id_json,
+                INVALID_PARAMS,
+                f"params._meta must carry {META_VERSION} and {META_CAPABILITIES}",
             )
             return
         request = context.exchange.request
@@ -484,12 +509,17 @@ class AgentEndpoint:
         if request.repeated:
             for name in _ROUTING_HEADERS:
                 if name in request.repeated:
-                    context.fail(400, id_json, HEADER_MISMATCH, f"{name.decode()} header appears more than once")
+                    context.fail(
+                        400, id_json, HEADER_MISMATCH, f"{name.decode()} header appears more than once"
+                    )
                     return
         version = headers.get(b"mcp-protocol-version")
         if version is None or version.strip().decode("latin-1") != meta[META_VERSION]:
             context.fail(
-                400, id_json, HEADER_MISMATCH, "MCP-Protocol-Version header does not match params._meta protocolVersion"
+                400,
+                id_json,
+                HEADER_MISMATCH,
+                "MCP-Protocol-Version header does not match params._meta protocolVersion",
             )
             return
         mcp_method = headers.get(b"mcp-method")
@@ -498,7 +528,11 @@ class AgentEndpoint:
             return
         if method == "tools/call":
             mcp_name = headers.get(b"mcp-name")
-            decoded = decode_header_value(mcp_name.strip(b" \t").decode("latin-1")) if mcp_name is not None else None
+            decoded = (
+                decode_header_value(mcp_name.strip(b" \t").decode("latin-1"))
+                if mcp_name is not None
+                else None
+            )
             if decoded != params.name:
                 context.fail(400, id_json, HEADER_MISMATCH, "Mcp-Name header does not match params.name")
                 return
@@ -522,7 +556,9 @@ class AgentEndpoint:
 
     def _listen(self, context: _Context, id_json: bytes, params: Params, now: float) -> None:
         if not context.sse_named:
-            context.fail(406, id_json, INVALID_REQUEST, "Not Acceptable: subscriptions/listen needs text/event-stream")
+            context.fail(
+                406, id_json, INVALID_REQUEST, "Not Acceptable: subscriptions/listen needs text/event-stream"
+            )
             return
         wanted = params.notifications
         tools = isinstance(wanted, dict) and wanted.get("toolsListChanged") is True
@@ -564,7 +600,11 @@ class AgentEndpoint:
     def _initialize(self, context: _Context, id_json: bytes, params: Params) -> None:
         asked = params.protocolVersion
         version = asked if asked in LEGACY else LATEST_LEGACY
-        body = {"protocolVersion": version, "capabilities": {"tools": {"listChanged": True}}, "serverInfo": SERVER_INFO}
+        body = {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": True}},
+            "serverInfo": SERVER_INFO,
+        }
         instructions = self._instructions(context.client_id)
         if instructions is not None:
             body["instructions"] = instructions
@@ -615,12 +655,20 @@ class AgentEndpoint:
         app = self.bridge.apps.get(context.client_id)
         tools = app.toolset.tools_json if app is not None and app.toolset is not None else b"[]"
         if modern:
-            context.reply(jsonrpc.result(id_json, b'{"resultType":"complete","tools":' + tools + _MODERN_LIST_TAIL))
+            context.reply(
+                jsonrpc.result(id_json, b'{"resultType":"complete","tools":' + tools + _MODERN_LIST_TAIL)
+            )
         else:
             context.reply(jsonrpc.result(id_json, b'{"tools":' + tools + b"}"))
 
     def _call(
-        self, context: _Context, id_json: bytes, params: Params, modern: bool, session: bytes | None, now: float
+        self,
+        context: _Context,
+        id_json: bytes,
+        params: Params,
+        modern: bool,
+        session: bytes | None,
+        now: float,
     ) -> None:
         error_status = 400 if modern else 200
         name = params.name
@@ -688,7 +736,9 @@ class _Batch:
 
     __slots__ = ("context", "answers", "waiting", "exchanges")
 
-    def __init__(self, endpoint: AgentEndpoint, context: _Context, elements: list[msgspec.Raw], now: float) -> None:
+    def __init__(
+        self, endpoint: AgentEndpoint, context: _Context, elements: list[msgspec.Raw], now: float
+    ) -> None:
         self.context = context
         self.answers: list[bytes | None] = [None] * len(elements)
         self.waiting = len(elements)
@@ -703,7 +753,9 @@ class _Batch:
                 element.fail(200, jsonrpc.salvage_id(raw), INVALID_REQUEST, "Invalid Request")
                 continue
             if message.method == "initialize":
-                element.fail(200, valid_id(message.id) or NULL_ID, INVALID_REQUEST, "initialize cannot be batched")
+                element.fail(
+                    200, valid_id(message.id) or NULL_ID, INVALID_REQUEST, "initialize cannot be batched"
+                )
                 continue
             endpoint._legacy(element, message, UNNAMED_LEGACY, now)
 
@@ -714,7 +766,9 @@ class _Batch:
             self.context.exchange.on_abandon = None
             parts = [answer for answer in self.answers if answer]
             if parts:
-                self.context.exchange.respond(200, (*JSON_HEADERS, *self.context.cors), b"[" + b",".join(parts) + b"]")
+                self.context.exchange.respond(
+                    200, (*JSON_HEADERS, *self.context.cors), b"[" + b",".join(parts) + b"]"
+                )
             else:
                 self.context.accepted()
 

@@ -216,7 +216,9 @@ class Bridge:
             if now - app.last_seen >= idle:
                 app.close(4408, f"nothing received for {idle:g} s")
             elif app.congested_since is not None and now - app.congested_since >= congested_for:
-                app.close(4429, f"the app does not read: unsent data above the soft limit for {congested_for:g} s")
+                app.close(
+                    4429, f"the app does not read: unsent data above the soft limit for {congested_for:g} s"
+                )
         self._sweep_at = now + self._sweep_every if self.apps else None
 
     # -- shutdown ---------------------------------------------------------------------------

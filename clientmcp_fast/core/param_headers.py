@@ -92,7 +92,9 @@ def header_params(input_schema: dict) -> tuple[HeaderParam, ...]:
         if X_MCP_HEADER not in schema:
             continue
         if not path:
-            raise InvalidAnnotation(f"{X_MCP_HEADER} is only allowed on a property reached through properties")
+            raise InvalidAnnotation(
+                f"{X_MCP_HEADER} is only allowed on a property reached through properties"
+            )
         where = _quoted(".".join(path))
         name = schema[X_MCP_HEADER]
         if not isinstance(name, str) or not RFC9110_TOKEN.fullmatch(name):

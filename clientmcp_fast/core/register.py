@@ -27,6 +27,7 @@ class Tool:
     name: str
     header_params: tuple[HeaderParam, ...]
 
+
 @dataclass(frozen=True, slots=True)
 class ToolSet:
     """Everything one accepted register declares; the next register replaces it whole."""
@@ -60,9 +61,7 @@ def _problem(index: int, name: Any, problem: str) -> RegisterError:
     return RegisterError(f"{head}: {problem}")
 
 
-def parse_register(
-    tools: msgspec.Raw | msgspec.UnsetType, instructions: Any, max_tools: int
-) -> ToolSet:
+def parse_register(tools: msgspec.Raw | msgspec.UnsetType, instructions: Any, max_tools: int) -> ToolSet:
     """The tool set of a register's `tools` and `instructions`; raises `RegisterError`."""
     if instructions is msgspec.UNSET:
         instructions = None

@@ -58,7 +58,9 @@ def check_upgrade(headers: dict[bytes, bytes]) -> bytes:
     if b"upgrade" not in _tokens(headers.get(b"connection", b"")):
         raise HandshakeError(400, "Connection header must include Upgrade")
     if headers.get(b"sec-websocket-version", b"").strip() != b"13":
-        raise HandshakeError(426, "only WebSocket version 13 is supported", ((b"sec-websocket-version", b"13"),))
+        raise HandshakeError(
+            426, "only WebSocket version 13 is supported", ((b"sec-websocket-version", b"13"),)
+        )
     key = headers.get(b"sec-websocket-key", b"").strip()
     try:
         valid_key = len(base64.b64decode(key, validate=True)) == 16
@@ -291,4 +293,3 @@ class WebSocket:
             self.state = CLOSED
             self._handler.on_close(1006, "connection lost")
         self.state = CLOSED
-

@@ -12,6 +12,7 @@ import asyncio
 from collections import deque
 from typing import TYPE_CHECKING
 
+from clientmcp_fast import log
 from clientmcp_fast.core.channel import client_channel_handshake
 from clientmcp_fast.core.http import (
     LAST_CHUNK,
@@ -23,7 +24,6 @@ from clientmcp_fast.core.http import (
     response_head,
 )
 from clientmcp_fast.core.websocket import HandshakeError, accept_response, check_upgrade
-from clientmcp_fast import log
 from clientmcp_fast.log import logger, redact_target
 from clientmcp_fast.speedups import ROUTE_CONNECT, ROUTE_ECHO, ROUTE_HEALTHZ, ROUTE_MCP, RequestReader, route
 
@@ -177,7 +177,9 @@ class HttpProtocol(asyncio.Protocol):
                 self.deadline = None
             else:
                 limits = self._limits
-                self.deadline = self._time() + (limits.head_timeout if phase == _HEAD else limits.keepalive_timeout)
+                self.deadline = self._time() + (
+                    limits.head_timeout if phase == _HEAD else limits.keepalive_timeout
+                )
 
     def _serve(self) -> None:
         if self._serving:

@@ -77,7 +77,11 @@ class Server:
     async def start(self) -> None:
         """Listen; `port` is the bound port afterwards (useful with port 0)."""
         self._listener = await self.loop.create_server(
-            lambda: HttpProtocol(self), self.settings.host, self.settings.port, backlog=4096, reuse_address=True
+            lambda: HttpProtocol(self),
+            self.settings.host,
+            self.settings.port,
+            backlog=4096,
+            reuse_address=True,
         )
         self.port = self._listener.sockets[0].getsockname()[1]
         logger.info("listening on %s:%d", self.settings.host, self.port)

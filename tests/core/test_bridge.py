@@ -401,7 +401,6 @@ def test_a_call_message_over_4_mib_is_too_large():
     bridge = make_bridge(**QUIET)
     channel, link = online(bridge, "app-1", "echo")
     seq = bridge.calls._seq + 1
-    call_id = str(seq).encode()
     overhead = len(call_message(seq, b"echo", b'{"s":""}'))
     arguments = b'{"s":"' + b"x" * (MAX_MESSAGE_BYTES - overhead + 1) + b'"}'
     call, waiter = start(bridge, channel, arguments=arguments)

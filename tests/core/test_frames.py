@@ -274,7 +274,9 @@ class TestFramingErrors:
     def test_frames_before_the_error_in_the_same_read_come_with_it(self, frames: ModuleType) -> None:
         error = self._error(
             frames,
-            client_frame(Op.TEXT, b"first") + client_frame(Op.PING, b"p") + client_frame(Op.TEXT, b"x", mask=None),
+            client_frame(Op.TEXT, b"first")
+            + client_frame(Op.PING, b"p")
+            + client_frame(Op.TEXT, b"x", mask=None),
         )
         assert error.code == 1002
         assert error.frames == [(Op.TEXT, 1, b"first"), (Op.PING, 1, b"p")]
