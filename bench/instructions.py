@@ -1,0 +1,142 @@
+"""Instructions per tools/call, counted by callgrind: a measure of the bridge's own work that noise cannot move.
+
+    python -m bench.instructions [--era legacy|modern] [--calls 1000]
+
+One tools/call goes through the real `HttpProtocol` (request in, answer out) and the
+app's `AppChannel` (call out, result in) over fake transports, so no syscall or event
+loop is counted. The command runs itself under `valgrind --tool=callgrind` for N and 2N
+calls and prints the difference divided by N. `--drive N` (used by that) just makes the
+calls. CLIENTMCP_NO_EXTENSIONS=1 counts the pure-Python twins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+from clientmcp_fast.config import Settings
+from clientmcp_fast.core.channel import AppChannel
+from clientmcp_fast.core.tokens import mint
+from clientmcp_fast.net.http import HttpProtocol
+from clientmcp_fast.net.server import Server, new_event_loop
+from clientmcp_fast.net.websocket import WebSocketProtocol
+
+SECRET = b"bench-instructions-secret-0123456789abcdef"
+REGISTER = b'{"type":"register","tools":[{"name":"echo","inputSchema":{"type":"object"}}]}'
+LEGACY = (
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}',
+    b"MCP-Protocol-Version: 2025-11-25\r\nMcp-Session-Id: abc\r\n",
+)
+MODERN = (
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},'
+    b'"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}',
+    b"MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n",
+)
+CALL_ID = re.compile(rb'"id":"(\d+)"')
+
+
+class FakeTransport:
+    """Keeps what is written; everything else a transport does is a no-op."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def close(self) -> None: ...
+    def abort(self) -> None: ...
+    def pause_reading(self) -> None: ...
+    def resume_reading(self) -> None: ...
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None: ...
+
+
+def client_text(payload: bytes) -> bytes:
+    """A masked client text frame (with a zero key, so the payload reads as it is)."""
+    size = len(payload)
+    head = bytes((0x81, 0x80 | size)) if size < 126 else bytes((0x81, 0x80 | 126)) + size.to_bytes(2, "big")
+    return head + b"\0\0\0\0" + payload
+
+
+def drive(era: str, calls: int) -> float:
+    """Make `calls` tool calls after a warm-up; the CPU seconds they took."""
+    loop = new_event_loop()
+    server = Server(Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0), loop)
+    now = time.time()
+    app_transport = FakeTransport()
+    link = WebSocketProtocol(server, app_transport)  # type: ignore[arg-type]
+    channel = AppChannel(server.bridge, link, loop.time())
+    link.start(channel, mint(SECRET, "client", "bench", 3600, now), b"")
+    channel.receive_data(client_text(REGISTER), loop.time())
+    server._flush()
+    agent_transport = FakeTransport()
+    http = HttpProtocol(server)
+    http.connection_made(agent_transport)  # type: ignore[arg-type]
+    body, headers = LEGACY if era == "legacy" else MODERN
+    token = mint(SECRET, "agent", "bench", 3600, now).encode()
+    request = (
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAuthorization: Bearer " + token + b"\r\n"
+        b"Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+        + headers
+        + b"Content-Length: %d\r\n\r\n" % len(body)
+        + body
+    )
+
+    def one() -> bytes:
+        http.data_received(request)
+        server._flush()
+        call_id = CALL_ID.search(app_transport.written.pop()).group(1)
+        result = b'{"type":"result","id":"%b","result":{"content":[{"type":"text","text":"hi"}]}}' % call_id
+        channel.receive_data(client_text(result), 0.0)
+        server._flush()
+        return agent_transport.written.pop()
+
+    answer = one()
+    assert answer.startswith(b"HTTP/1.1 200 OK") and b'"text":"hi"' in answer, answer
+    for _ in range(200):
+        one()
+    started = time.process_time()
+    for _ in range(calls):
+        one()
+    return time.process_time() - started
+
+
+def count(era: str, calls: int) -> int:
+    """Instructions per call: callgrind totals for N and 2N calls, differenced."""
+    totals = []
+    for n in (calls, 2 * calls):
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+             sys.executable, "-m", "bench.instructions", "--era", era, "--drive", str(n)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        totals.append(int(re.search(r"Collected : (\d+)", done.stderr).group(1)))
+    return (totals[1] - totals[0]) // calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--era", choices=("legacy", "modern"), default="legacy")
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--drive", type=int, metavar="N", help="only make N calls (what callgrind runs)")
+    flags = parser.parse_args()
+    if flags.drive is not None:
+        drive(flags.era, flags.drive)
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is needed: apt-get install valgrind")
+    print(f"{flags.era}: {count(flags.era, flags.calls):,} instructions per tools/call round trip")
+
+
+if __name__ == "__main__":
+    main()
