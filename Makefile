@@ -13,7 +13,7 @@ AUTOBAHN := .autobahn
 AUTOBAHN_STAMP := $(AUTOBAHN)/.installed
 PEERS := $(NODE_STAMP) $(AUTOBAHN_STAMP)
 
-.PHONY: demo test test-compiled test-pure peers bench clean
+.PHONY: demo test test-compiled test-pure peers bench bench-micro clean
 
 $(STAMP): pyproject.toml setup.py $(wildcard _speedups/*.pyx _speedups/*.pxd)
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,10 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# The pytest-benchmark micro benchmarks of each hot-path function, compiled and pure (bench/micro).
+bench-micro: $(STAMP) $(BENCH_STAMP)
+	$(BIN)/python -m pytest bench/micro -q $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info clientmcp_fast/_speedups/*.so _speedups/*.c bench/_build node_modules $(AUTOBAHN) reports
