@@ -6,7 +6,7 @@
 // Prints one JSON report line; tests/conformance/test_ts_sdk.py asserts on it.
 
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { fail, finish, installedVersion, recordingWire, signal, textsOf, withTimeout } from './wire.mjs';
+import { fail, finish, installedVersion, recordingWire, signal, slowCall, textsOf, withTimeout } from './wire.mjs';
 
 async function main() {
   const negotiation = process.env.NEGOTIATION;
@@ -73,17 +73,7 @@ async function main() {
   }
   report.toolsAfterChange = (await client.listTools()).tools.map((tool) => tool.name);
 
-  const started = Date.now();
-  const slow = await client.callTool({ name: 'test_slow_text', arguments: { seconds: 2.5, text: 'streamed' } });
-  const slowExchange = await wire.ended(wire.exchanges.find((x) => x.toolName === 'test_slow_text'));
-  report.slow = {
-    texts: textsOf(slow),
-    elapsedMs: Date.now() - started,
-    status: slowExchange.status,
-    contentType: slowExchange.contentType,
-    keepAlives: slowExchange.comments,
-    events: slowExchange.events,
-  };
+  report.slow = await slowCall(client, wire);
 
   report.rpcMethods = [...new Set(wire.exchanges.map((x) => x.rpcMethod ?? x.method))];
   await client.close();

@@ -6,7 +6,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { fail, finish, installedVersion, recordingWire, signal, textsOf, withTimeout } from './wire.mjs';
+import { fail, finish, installedVersion, recordingWire, signal, slowCall, textsOf, withTimeout } from './wire.mjs';
 
 async function main() {
   const wire = recordingWire();
@@ -52,17 +52,7 @@ async function main() {
   report.listChanged = await withTimeout(listChanged.promise, 'notifications/tools/list_changed');
   report.toolsAfterChange = (await client.listTools()).tools.map((tool) => tool.name);
 
-  const started = Date.now();
-  const slow = await client.callTool({ name: 'test_slow_text', arguments: { seconds: 2.5, text: 'streamed' } });
-  const slowExchange = await wire.ended(wire.exchanges.find((x) => x.toolName === 'test_slow_text'));
-  report.slow = {
-    texts: textsOf(slow),
-    elapsedMs: Date.now() - started,
-    status: slowExchange.status,
-    contentType: slowExchange.contentType,
-    keepAlives: slowExchange.comments,
-    events: slowExchange.events,
-  };
+  report.slow = await slowCall(client, wire);
 
   await client.close();
   finish(report);

@@ -133,6 +133,21 @@ export function signal() {
   return { promise, resolve };
 }
 
+// A 2.5 s call, which the bridge must answer as an SSE stream: what came back, and how.
+export async function slowCall(client, wire) {
+  const started = Date.now();
+  const slow = await client.callTool({ name: 'test_slow_text', arguments: { seconds: 2.5, text: 'streamed' } });
+  const exchange = await wire.ended(wire.exchanges.find((x) => x.toolName === 'test_slow_text'));
+  return {
+    texts: textsOf(slow),
+    elapsedMs: Date.now() - started,
+    status: exchange.status,
+    contentType: exchange.contentType,
+    keepAlives: exchange.comments,
+    events: exchange.events,
+  };
+}
+
 export function textsOf(result) {
   return (result.content ?? []).filter((block) => block.type === 'text').map((block) => block.text);
 }
