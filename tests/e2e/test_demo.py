@@ -1,0 +1,127 @@
+"""`clientmcp demo`: a bridge on 127.0.0.1 with a generated secret and the todo app, usable as printed."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+CLIENTMCP = Path(sys.executable).parent / "clientmcp"
+RISKS = {"add_todo": "operate", "list_todos": "observe", "complete_todo": "operate", "clear_done": "manage"}
+ANNOTATIONS = {  # BRIDGE.md §8: what each risk level implies
+    "observe": {"readOnlyHint": True},
+    "operate": {"readOnlyHint": False, "destructiveHint": False},
+    "manage": {"destructiveHint": True, "idempotentHint": True},
+}
+
+
+class Demo:
+    """A running `clientmcp demo --port 0` and what it printed."""
+
+    def __init__(self, process: subprocess.Popen, lines: list[str]) -> None:
+        self.process = process
+        self.lines = lines
+        self.url = re.search(r"agent URL:\s+(\S+)", "\n".join(lines)).group(1)
+        self.token = re.search(r"agent token:\s+(\S+)", "\n".join(lines)).group(1)
+        self.port = int(re.search(r":(\d+)/mcp$", self.url).group(1))
+
+    def rpc(self, method: str, params: dict | None = None) -> dict:
+        body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params or {}}
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn.request(
+            "POST",
+            "/mcp",
+            json.dumps(body),
+            {"Authorization": f"Bearer {self.token}", "Accept": "application/json, text/event-stream"},
+        )
+        response = conn.getresponse()
+        assert response.status == 200
+        answer = json.loads(response.read())
+        conn.close()
+        assert answer["id"] == 7
+        return answer["result"]
+
+    def call(self, name: str, arguments: dict | None = None) -> dict:
+        return self.rpc("tools/call", {"name": name, "arguments": arguments or {}})
+
+
+@pytest.fixture
+def demo() -> Iterator[Demo]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLIENTMCP_")}  # no secret given
+    process = subprocess.Popen(
+        [str(CLIENTMCP), "demo", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    while not any(line.startswith("Ctrl-C") for line in lines):
+        line = process.stdout.readline()
+        assert line, f"demo ended early: {process.stderr.read()}"
+        lines.append(line.rstrip("\n"))
+    yield Demo(process, lines)
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def test_it_prints_the_agent_url_a_token_and_the_claude_line(demo):
+    assert demo.url == f"http://127.0.0.1:{demo.port}/mcp"
+    claude = next(line for line in demo.lines if "claude mcp add" in line)
+    assert claude.split(": ", 1)[1] == (
+        f'claude mcp add --transport http demo-todos {demo.url} --header "Authorization: Bearer {demo.token}"'
+    )
+    assert any(line.strip() == f"no headers?  {demo.url}/{demo.token}" for line in demo.lines)
+
+
+def test_it_listens_on_loopback_only(demo):
+    listening = [
+        c for c in psutil.Process(demo.process.pid).net_connections() if c.status == psutil.CONN_LISTEN
+    ]
+    assert [c.laddr for c in listening] == [("127.0.0.1", demo.port)]
+
+
+def test_the_todo_tools_carry_their_risk_and_its_annotations(demo):
+    tools = {tool["name"]: tool for tool in demo.rpc("tools/list")["tools"]}
+    assert list(tools) == list(RISKS)
+    for name, risk in RISKS.items():
+        assert tools[name]["_meta"]["io.github.clientmcp/risk"] == risk
+        assert tools[name]["annotations"] == ANNOTATIONS[risk]
+
+
+def test_add_list_complete_and_clear_with_outcomes(demo):
+    added = demo.call("add_todo", {"title": "Buy eggs"})
+    assert added["structuredContent"]["status"] == "completed"
+    item = added["structuredContent"]["item"]
+    assert item["title"] == "Buy eggs" and item["done"] is False
+    listed = demo.call("list_todos")
+    assert listed["structuredContent"]["items"] == [item]
+    done = demo.call("complete_todo", {"id": item["id"]})
+    assert done["structuredContent"] == {"status": "completed", "item": {**item, "done": True}}
+    cleared = demo.call("clear_done")
+    assert cleared["structuredContent"]["status"] == "completed"
+    assert demo.call("list_todos")["structuredContent"]["items"] == []
+
+
+def test_refusals_are_rejected_outcomes_with_is_error(demo):
+    missing = demo.call("complete_todo", {"id": 999})
+    assert missing["isError"] is True
+    assert missing["structuredContent"]["status"] == "rejected"
+    assert missing["structuredContent"]["reason"]["code"] == "not_found"
+    untitled = demo.call("add_todo", {"title": "  "})
+    assert untitled["isError"] is True and untitled["structuredContent"]["reason"]["code"] == "invalid_title"
+
+
+def test_ctrl_c_stops_it_cleanly(demo):
+    demo.process.send_signal(signal.SIGINT)
+    assert demo.process.wait(10) == 0
