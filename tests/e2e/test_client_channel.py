@@ -577,6 +577,31 @@ class TestDisconnection:
         bridge.assert_nothing_leaks()
 
 
+class TestNotRegisteredYet:
+    def test_a_call_before_the_first_register_is_a_tool_error_saying_so(self, bridge):
+        """Online but not registered (BRIDGE.md §5.2): tools/list is empty, a call is a tool error."""
+        agent = bridge.token("agent", "alice")
+        app = raw_app(bridge)
+        bridge.wait_for(lambda s: "alice" in s.bridge.apps)
+        with RawHttp(bridge.port) as conn:
+            conn.send(
+                mcp_post(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode(), agent)
+            )
+            assert json.loads(conn.read_response().body) == {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "result": {"tools": []},
+            }
+            conn.send(mcp_post(tool_call("echo", {}, 2), agent))
+            assert (
+                tool_error_text(conn.read_response(), 2) == "The application has not declared its tools yet."
+            )
+        app.send_text(json.dumps({"type": "register", "tools": [ECHO_TOOL]}))
+        assert json.loads(app.read_text()) == REGISTERED
+        app.close()
+        bridge.assert_nothing_leaks()
+
+
 # -- BRIDGE.md §7 shutdown: 1001 -------------------------------------------------------------------
 
 
