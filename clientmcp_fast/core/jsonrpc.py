@@ -51,7 +51,6 @@ class _IdOnly(msgspec.Struct):
 
 decode_body = msgspec.json.Decoder(Message | list[msgspec.Raw]).decode
 decode_message = msgspec.json.Decoder(Message).decode
-decode_params = msgspec.json.Decoder(Params).decode
 decode_json = msgspec.json.Decoder().decode
 _decode_id_only = msgspec.json.Decoder(_IdOnly).decode
 
