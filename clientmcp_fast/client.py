@@ -26,6 +26,8 @@ from typing import Any
 import websockets
 from websockets.asyncio.client import ClientConnection
 
+from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
+
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 TokenSource = str | Callable[[], str | Awaitable[str]]
 
@@ -101,7 +103,8 @@ class _Connection:
     ws: ClientConnection
     last_sent: float
     last_heard: float
-    tasks: dict[str, asyncio.Task] = field(default_factory=dict)
+    tasks: dict[str, asyncio.Task] = field(default_factory=dict)  # handlers, by call id
+    sending: set[asyncio.Task] = field(default_factory=set)  # registers sent from sync code
 
 
 class ClientMCP:
@@ -234,7 +237,7 @@ class ClientMCP:
                     ws = await websockets.connect(
                         self.url,
                         subprotocols=[SUBPROTOCOL, await self._token_value()],
-                        max_size=4 * 1024 * 1024,
+                        max_size=MAX_MESSAGE_BYTES,
                     )
                 except (OSError, websockets.InvalidHandshake) as error:
                     self.close_code, self.close_reason = None, str(error)
@@ -274,23 +277,34 @@ class ClientMCP:
             self.close_reason = close.reason if close is not None else ""
 
     async def _keep_alive(self, conn: _Connection) -> None:
-        # Spec §3.2: ping after 25 s without sending; nothing heard within 10 s means a dead link.
+        # Spec §3.2: ping after 25 s without sending; nothing heard within 10 s of a ping means a
+        # dead link. Waiting for an answer never holds up the next ping.
         loop = asyncio.get_running_loop()
+        unanswered: float | None = None  # when the oldest ping not yet followed by anything was sent
         while True:
-            await asyncio.sleep(max(0.0, conn.last_sent + self.ping_interval - loop.time()))
-            if loop.time() - conn.last_sent < self.ping_interval:
-                continue
-            pinged_at = loop.time()
-            await self._send(conn, PING)
-            await asyncio.sleep(self.pong_timeout)
-            if conn.last_heard < pinged_at:
+            now = loop.time()
+            if unanswered is not None and conn.last_heard >= unanswered:
+                unanswered = None
+            if unanswered is not None and now >= unanswered + self.pong_timeout:
                 await conn.ws.close(1011, "no answer to ping")
                 return
+            if now - conn.last_sent >= self.ping_interval:
+                await self._send(conn, PING)
+                if unanswered is None:
+                    unanswered = now
+                continue
+            wake = conn.last_sent + self.ping_interval
+            if unanswered is not None:
+                wake = min(wake, unanswered + self.pong_timeout)
+            await asyncio.sleep(wake - now)
 
     def _register_if_connected(self) -> None:
         conn = self._conn
         if conn is not None:
-            asyncio.get_running_loop().create_task(self._send_register(conn))
+            # Held until done: the loop keeps only a weak reference to a task.
+            task = asyncio.get_running_loop().create_task(self._send_register(conn))
+            conn.sending.add(task)
+            task.add_done_callback(conn.sending.discard)
 
     async def _send_register(self, conn: _Connection) -> None:
         self._pending_registers += 1
@@ -334,7 +348,7 @@ class ClientMCP:
                 except Exception as error:  # the model learns why the tool failed
                     result = text_result(f"{type(error).__name__}: {error}", is_error=True)
             payload = json.dumps({"type": "result", "id": call_id, "result": result}, ensure_ascii=False)
-            if len(payload.encode("utf-8")) > 4 * 1024 * 1024:
+            if len(payload.encode("utf-8")) > MAX_MESSAGE_BYTES:
                 payload = json.dumps(
                     {
                         "type": "result",
