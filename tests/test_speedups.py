@@ -125,3 +125,62 @@ def test_build_and_unmask_twins_agree(size):
 )
 def test_routing_twins_agree(target):
     assert pure_routing.route(target) == compiled_routing.route(target)
+
+
+# -- the request reader: the same requests and the same state, whatever the chunking ------------
+
+from clientmcp_fast._pure import http_reader as pure_http_reader  # noqa: E402
+from clientmcp_fast._speedups import http_reader as compiled_http_reader  # noqa: E402
+
+_REQUESTS = [
+    b'POST /mcp HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\nContent-Length: 7\r\n\r\n{"a":1}',
+    b"GET /healthz HTTP/1.1\r\nHost: a\r\nX: 1\r\nx: 2\r\n\r\n",
+    b"POST /mcp/tok HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+    b"GET /mcp HTTP/1.0\r\n\r\n",
+    b"POST /mcp HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok",
+]
+_ENDINGS = [
+    b"",
+    b"GET /connect HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\x81\x80abcd",
+    b"POST /mcp HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+    b"POST /mcp HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n",
+    b"GET / HTTP/2.0\r\n\r\n",
+    b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+    b"GET / HTTP/1.1\r\nX: " + b"y" * 20_000 + b"\r\n\r\n",
+    b"GET / HTTP/1.1\r\nX: " + b"y" * 20_000,
+    b"BAD REQUEST LINE\r\n\r\n",
+]
+
+
+def _read(module, chunks: list[bytes]) -> tuple:
+    from collections import deque
+
+    queue: deque = deque()
+    reader = module.RequestReader(queue, 16 * 1024, False)
+    for chunk in chunks:
+        reader.feed(chunk)
+    requests = [(r.method, r.target, r.headers, set(r.repeated), r.body, r.keep_alive) for r in queue]
+    upgrade = None if reader.upgrade is None else (reader.upgrade[0].target, reader.upgrade[1])
+    state = (reader.in_head, reader.in_body, reader.expect_continue, reader.stopped, reader.refusal)
+    return requests, upgrade, state
+
+
+def test_request_reader_twins_agree_on_random_pipelines_in_random_chunks():
+    rnd = random.Random(11)
+    for _ in range(400):
+        stream = b"".join(rnd.choice(_REQUESTS) for _ in range(rnd.randint(0, 4))) + rnd.choice(_ENDINGS)
+        if not stream:
+            continue
+        cuts = sorted(rnd.sample(range(1, len(stream)), min(len(stream) - 1, rnd.randint(0, 8))))
+        chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
+        assert _read(pure_http_reader, chunks) == _read(compiled_http_reader, chunks)
+
+
+def test_request_reader_twins_agree_byte_at_a_time():
+    # HTTP/1.0 without keep-alive ends the connection's requests, so it is not in this pipeline.
+    kept_alive = [request for request in _REQUESTS if b"HTTP/1.0" not in request]
+    stream = b"".join(kept_alive) + _ENDINGS[1]
+    chunks = [stream[i : i + 1] for i in range(len(stream))]
+    pure = _read(pure_http_reader, chunks)
+    assert pure == _read(compiled_http_reader, chunks)
+    assert len(pure[0]) == len(kept_alive) + 1 and pure[1] is not None  # every request, then the upgrade
