@@ -21,4 +21,5 @@ cdef class RequestReader:
     cpdef feed(self, object data)
     cdef bint _hand_off(self, bytes tail) except -1
     cdef _refuse(self, int status, str text)
+    cdef _new_message(self)
     cdef _too_large(self)

@@ -28,13 +28,7 @@ cdef class RequestReader:
         self._queue = queue
         self._max_head = max_head_bytes
         self._echo = websocket_echo
-        self._target = b""
-        self._headers = {}
-        self._repeated = None
-        self._body = []
-        self._body_size = 0
-        self._head_bytes = 0
-        self._unreported = 0
+        self._new_message()
         self._reported = False
         self.in_head = False
         self.in_body = False
@@ -89,6 +83,15 @@ cdef class RequestReader:
         self.in_body = False
         self.stopped = True
 
+    cdef _new_message(self):
+        self._target = b""
+        self._headers = {}
+        self._repeated = None
+        self._body = []
+        self._body_size = 0
+        self._head_bytes = 0
+        self._unreported = 0
+
     cdef _too_large(self):
         self._queue.append(
             Request(self._parser.get_method(), self._target, self._headers, self._repeated or (), None, False)
@@ -103,13 +106,7 @@ cdef class RequestReader:
         if self.stopped:
             return
         self.in_head = True
-        self._target = b""
-        self._headers = {}
-        self._repeated = None
-        self._body = []
-        self._body_size = 0
-        self._head_bytes = 0
-        self._unreported = 0
+        self._new_message()
         self._reported = True
 
     def on_url(self, bytes url):

@@ -47,14 +47,8 @@ class RequestReader:
         self._queue = queue
         self._max_head = max_head_bytes
         self._echo = websocket_echo
-        self._target = b""
-        self._headers: dict[bytes, bytes] = {}
-        self._repeated: set[bytes] | None = None
-        self._body: list[bytes] = []
-        self._body_size = 0
-        self._head_bytes = 0  # of the head in progress, as its callbacks report it
-        self._unreported = 0  # bytes fed since the last head callback, while in a head
-        self._reported = False
+        self._new_message()
+        self._reported = False  # a head callback came during the current feed
         self.in_head = False  # a request head has begun and is not complete
         self.in_body = False  # a head is complete and its body is not
         self.expect_continue = False  # the request in progress asked for 100 Continue
@@ -109,6 +103,16 @@ class RequestReader:
         self.in_head = self.in_body = False
         self.stopped = True
 
+    def _new_message(self) -> None:
+        """Forget the last request's pieces: a new one begins."""
+        self._target = b""
+        self._headers: dict[bytes, bytes] = {}
+        self._repeated: set[bytes] | None = None
+        self._body: list[bytes] = []
+        self._body_size = 0
+        self._head_bytes = 0  # of the head in progress, as its callbacks report it
+        self._unreported = 0  # bytes fed since the last head callback, while in a head
+
     def _too_large(self) -> None:
         # Answered (413) without reading the body, which is why the connection then closes.
         self._queue.append(
@@ -124,13 +128,7 @@ class RequestReader:
         if self.stopped:
             return
         self.in_head = True
-        self._target = b""
-        self._headers = {}
-        self._repeated = None
-        self._body = []
-        self._body_size = 0
-        self._head_bytes = 0
-        self._unreported = 0
+        self._new_message()
         self._reported = True
 
     def on_url(self, url: bytes) -> None:
