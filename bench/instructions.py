@@ -12,6 +12,7 @@ calls. CLIENTMCP_NO_EXTENSIONS=1 counts the pure-Python twins.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -119,6 +120,8 @@ def count(era: str, calls: int) -> int:
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
              sys.executable, "-m", "bench.instructions", "--era", era, "--drive", str(n)],
             capture_output=True, text=True, check=True,
+            # A fixed hash seed: dict and set layouts, so the counts, repeat run after run.
+            env={**os.environ, "PYTHONHASHSEED": "0"},
         )  # fmt: skip
         totals.append(int(re.search(r"Collected : (\d+)", done.stderr).group(1)))
     return (totals[1] - totals[0]) // calls

@@ -39,7 +39,6 @@ STATUS_LINES = {status: b"HTTP/1.1 %d %s\r\n" % (status, reason) for status, rea
 TEXT_PLAIN = (b"content-type", b"text/plain; charset=utf-8")
 APPLICATION_JSON = (b"content-type", b"application/json")
 JSON_ONLY = (APPLICATION_JSON,)
-_OK_JSON = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
 
 
 class Request:
@@ -90,25 +89,22 @@ _MAX_HEAD_PREFIXES = 1024  # CORS origins vary by agent: bound what is remembere
 
 def response_head(status: int, headers: Headers, content_length: int | None, close: bool) -> bytes:
     """Status line and headers of a response, with its framing headers."""
-    if headers is JSON_ONLY and status == 200 and not close and content_length is not None:
-        return _OK_JSON % content_length  # nearly every answer to a tool call
-    # The same few header sets answer nearly every request: build their bytes once.
-    key = (status, headers) if type(headers) is tuple else None
+    # The same few header sets answer nearly every request: everything but the length is
+    # built once per set.
+    key = (status, headers, close) if type(headers) is tuple else None
     prefix = _HEAD_PREFIXES.get(key) if key is not None else None
     if prefix is None:
         parts = [STATUS_LINES.get(status) or b"HTTP/1.1 %d Unknown\r\n" % status]
         for name, value in headers:
             parts += (name, b": ", value, b"\r\n")
+        if close:
+            parts.append(b"connection: close\r\n")
         prefix = b"".join(parts)
         if key is not None and len(_HEAD_PREFIXES) < _MAX_HEAD_PREFIXES:
             _HEAD_PREFIXES[key] = prefix
     if content_length is None:
-        framing = b"transfer-encoding: chunked\r\n"
-    else:
-        framing = b"content-length: %d\r\n" % content_length
-    if close:
-        return prefix + framing + b"connection: close\r\n\r\n"
-    return prefix + framing + b"\r\n"
+        return prefix + b"transfer-encoding: chunked\r\n\r\n"
+    return prefix + b"content-length: %d\r\n\r\n" % content_length
 
 
 def plain_response(status: int, text: str, extra: Headers = (), close: bool = False) -> bytes:

@@ -226,11 +226,7 @@ class HttpProtocol(asyncio.Protocol):
             self._plain(exchange, 404, "not found: the bridge serves /connect, /mcp and /healthz")
 
     def _plain(self, exchange: HttpExchange, status: int, text: str, extra: Headers = ()) -> None:
-        data = plain_response(status, text, extra, self.must_close(exchange.request))
-        if exchange.request.method == b"HEAD":
-            data = data[: data.index(b"\r\n\r\n") + 4]  # no content in a HEAD answer (RFC 9110 §9.3.2)
-        exchange._state = _DONE
-        self.finish(exchange, data, self.must_close(exchange.request))
+        exchange.respond(status, (TEXT_PLAIN, *extra), text.encode() + b"\n")
 
     def _websocket(self, exchange: HttpExchange, echo: bool) -> None:
         request = exchange.request
