@@ -6,7 +6,7 @@
 // Prints one JSON report line; tests/conformance/test_ts_sdk.py asserts on it.
 
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { fail, finish, installedVersion, recordingWire, signal, slowCall, textsOf, withTimeout } from './wire.mjs';
+import { fail, finish, installedVersion, listAndCall, recordingWire, signal, slowCall, textsOf, withTimeout } from './wire.mjs';
 
 async function main() {
   const negotiation = process.env.NEGOTIATION;
@@ -33,18 +33,7 @@ async function main() {
     instructions: client.getInstructions() ?? null,
   };
 
-  report.tools = (await client.listTools()).tools.map((tool) => tool.name);
-  report.simpleText = textsOf(await client.callTool({ name: 'test_simple_text', arguments: {} }));
-  const image = await client.callTool({ name: 'test_image_content', arguments: {} });
-  report.imageMimeType = image.content[0]?.mimeType ?? null;
-  const error = await client.callTool({ name: 'test_error_handling', arguments: {} });
-  report.toolError = { isError: error.isError === true, texts: textsOf(error) };
-  try {
-    await client.callTool({ name: 'no_such_tool', arguments: {} });
-    report.unknownTool = null;
-  } catch (err) {
-    report.unknownTool = { code: err.code, message: err.message };
-  }
+  Object.assign(report, await listAndCall(client));
 
   // x-mcp-header: the SDK mirrors annotated arguments into Mcp-Param-* headers (base64 where
   // needed) and the bridge validates them against the body before the app sees the call.

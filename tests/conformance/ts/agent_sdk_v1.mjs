@@ -6,7 +6,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { fail, finish, installedVersion, recordingWire, signal, slowCall, textsOf, withTimeout } from './wire.mjs';
+import { fail, finish, installedVersion, listAndCall, recordingWire, signal, slowCall, textsOf, withTimeout } from './wire.mjs';
 
 async function main() {
   const wire = recordingWire();
@@ -28,18 +28,7 @@ async function main() {
     instructions: client.getInstructions() ?? null,
   };
 
-  report.tools = (await client.listTools()).tools.map((tool) => tool.name);
-  report.simpleText = textsOf(await client.callTool({ name: 'test_simple_text', arguments: {} }));
-  const image = await client.callTool({ name: 'test_image_content', arguments: {} });
-  report.imageMimeType = image.content[0]?.mimeType ?? null;
-  const error = await client.callTool({ name: 'test_error_handling', arguments: {} });
-  report.toolError = { isError: error.isError === true, texts: textsOf(error) };
-  try {
-    await client.callTool({ name: 'no_such_tool', arguments: {} });
-    report.unknownTool = null;
-  } catch (err) {
-    report.unknownTool = { code: err.code, message: err.message };
-  }
+  Object.assign(report, await listAndCall(client));
 
   // list_changed arrives on the GET stream, which the SDK opens after `initialized`:
   // wait until the bridge answered it, then change the tool set through the app.

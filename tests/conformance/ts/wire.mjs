@@ -133,6 +133,25 @@ export function signal() {
   return { promise, resolve };
 }
 
+// The tools, and a text, an image, a tool error and an unknown tool's JSON-RPC error.
+export async function listAndCall(client) {
+  const image = await client.callTool({ name: 'test_image_content', arguments: {} });
+  const error = await client.callTool({ name: 'test_error_handling', arguments: {} });
+  let unknownTool = null;
+  try {
+    await client.callTool({ name: 'no_such_tool', arguments: {} });
+  } catch (err) {
+    unknownTool = { code: err.code, message: err.message };
+  }
+  return {
+    tools: (await client.listTools()).tools.map((tool) => tool.name),
+    simpleText: textsOf(await client.callTool({ name: 'test_simple_text', arguments: {} })),
+    imageMimeType: image.content[0]?.mimeType ?? null,
+    toolError: { isError: error.isError === true, texts: textsOf(error) },
+    unknownTool,
+  };
+}
+
 // A 2.5 s call, which the bridge must answer as an SSE stream: what came back, and how.
 export async function slowCall(client, wire) {
   const started = Date.now();
