@@ -10,11 +10,13 @@ from wire import client_frame, mask_payload
 
 from clientmcp_fast import speedups
 from clientmcp_fast._pure import frames as pure_frames
-from clientmcp_fast._pure import routing as pure_routing
-from clientmcp_fast._pure.errors import FrameError
 
 # Imported directly, never skipped: `make test` builds the extensions, and a missing build must fail.
+from clientmcp_fast._pure import http_reader as pure_http_reader  # noqa: E402
+from clientmcp_fast._pure import routing as pure_routing
+from clientmcp_fast._pure.errors import FrameError
 from clientmcp_fast._speedups import frames as compiled_frames  # noqa: E402
+from clientmcp_fast._speedups import http_reader as compiled_http_reader  # noqa: E402
 from clientmcp_fast._speedups import routing as compiled_routing  # noqa: E402
 
 MAX = 4 * 1024 * 1024
@@ -24,10 +26,12 @@ def test_live_implementation_is_the_one_asked_for():
     if os.environ.get("CLIENTMCP_NO_EXTENSIONS"):
         assert speedups.IMPLEMENTATION == "pure"
         assert speedups.FrameReader is pure_frames.FrameReader
-    elif os.environ.get("CLIENTMCP_BUILD_EXTENSION") == "yes":
-        # `make test-compiled` requires the build: a silent fallback must fail here.
+        assert speedups.RequestReader is pure_http_reader.RequestReader
+    else:
+        # The compiled modules imported above exist, so nothing may have fallen back silently.
         assert speedups.IMPLEMENTATION == "compiled"
         assert speedups.FrameReader is compiled_frames.FrameReader
+        assert speedups.RequestReader is compiled_http_reader.RequestReader
 
 
 def _client_frame(rnd: random.Random, opcode: int, payload: bytes, fin=True, masked=True, rsv=0) -> bytes:
@@ -129,8 +133,6 @@ def test_routing_twins_agree(target):
 
 # -- the request reader: the same requests and the same state, whatever the chunking ------------
 
-from clientmcp_fast._pure import http_reader as pure_http_reader  # noqa: E402
-from clientmcp_fast._speedups import http_reader as compiled_http_reader  # noqa: E402
 
 _REQUESTS = [
     b'POST /mcp HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\nContent-Length: 7\r\n\r\n{"a":1}',
