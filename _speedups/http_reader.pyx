@@ -18,6 +18,9 @@ from clientmcp_fast._speedups.routing import route
 cdef object HttpParserUpgrade = httptools.HttpParserUpgrade
 cdef object HttpParserError = httptools.HttpParserError
 cdef Py_ssize_t MAX_BODY = MAX_MESSAGE_BYTES
+# Header names lower-cased once (see the twin).
+cdef dict _LOWERED = {}
+cdef Py_ssize_t MAX_LOWERED = 1024
 
 
 cdef class RequestReader:
@@ -110,7 +113,7 @@ cdef class RequestReader:
         self._reported = True
 
     def on_url(self, bytes url):
-        self._target += url
+        self._target = self._target + url if self._target else url
         self._unreported = 0
         self._reported = True
         self._head_bytes += len(url)
@@ -123,15 +126,20 @@ cdef class RequestReader:
         self._head_bytes += len(name) + len(value) + 4
         if self._head_bytes > self._max_head:
             raise RequestRefused(431, "request head larger than the limit")
-        name = name.lower()
+        lowered = _LOWERED.get(name)
+        if lowered is None:
+            lowered = name.lower()
+            if len(_LOWERED) < MAX_LOWERED:
+                _LOWERED[name] = lowered
         headers = self._headers
-        if name in headers:
+        count = len(headers)
+        # One lookup; an identity test would not do, as b"" and 1-byte values are shared objects.
+        first = headers.setdefault(lowered, value)
+        if len(headers) == count:
             if self._repeated is None:
                 self._repeated = set()
-            self._repeated.add(name)
-            headers[name] = headers[name] + b", " + value
-        else:
-            headers[name] = value
+            self._repeated.add(lowered)
+            headers[lowered] = first + b", " + value
 
     def on_headers_complete(self):
         if self.stopped:
@@ -144,7 +152,9 @@ cdef class RequestReader:
         if encoding is not None and encoding.strip().lower() != b"chunked":
             raise RequestRefused(501, "only the chunked transfer coding is supported")
         length = headers.get(b"content-length")
-        if length is not None and int(length) > MAX_BODY:
+        # llhttp accepted the value, so it is digits: only a 7-digit one can pass 4 MiB (a length
+        # compared first, as int() of bytes is the dearest step of reading a head).
+        if length is not None and len(length) >= 7 and int(length) > MAX_BODY:
             self._too_large()
             return
         self.in_body = True

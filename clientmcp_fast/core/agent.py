@@ -38,6 +38,8 @@ from clientmcp_fast.log import logger
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
+    from clientmcp_fast.core.channel import AppChannel
+    from clientmcp_fast.core.register import Tool
 
 MODERN = "2026-07-28"
 LEGACY = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -112,19 +114,39 @@ def _parse_accept(value: bytes | None) -> tuple[bool, bool, bool]:
     return json_ok, sse_ok, sse_named
 
 
-class _Context:
-    """What every answer to one request needs: where it goes and in which shape."""
+class _Context(Call):
+    """One request being answered: where the answer goes and in which shape.
 
-    __slots__ = ("exchange", "client_id", "cors", "json_ok", "sse_named")
+    For a tools/call it is also the call in flight (the bridge's `Call`), so that a call
+    costs one object rather than two.
+    """
+
+    __slots__ = (
+        "exchange",
+        "client_id",
+        "cors",
+        "json_ok",
+        "sse_named",
+        "bridge",
+        "id_json",
+        "modern",
+        "session",
+    )
 
     def __init__(
         self, exchange: Exchange, client_id: str, cors: Headers, json_ok: bool, sse_named: bool
     ) -> None:
+        Call.__init__(self, sse_named)
         self.exchange = exchange
         self.client_id = client_id
         self.cors = cors
         self.json_ok = json_ok
         self.sse_named = sse_named
+        # Set by `start_call` for a tools/call.
+        self.bridge: Bridge | None = None
+        self.id_json = NULL_ID
+        self.modern = False
+        self.session: bytes | None = None  # legacy: the Mcp-Session-Id a notifications/cancelled must match
 
     def reply(self, body: bytes, extra: Headers = ()) -> None:
         """A 200 answer carrying one JSON-RPC message, as JSON, or as one SSE event if JSON is not accepted."""
@@ -143,21 +165,19 @@ class _Context:
         """202 with no body: a notification or a response the agent posted."""
         self.exchange.respond(202, self.cors, b"")
 
+    # -- the bridge's Call: a tools/call waiting on the app -----------------------------------
 
-class PendingCall(Call):
-    """A tools/call waiting on the app: the bridge's `Call`, answering the agent's HTTP request."""
-
-    __slots__ = ("bridge", "context", "id_json", "modern", "session")
-
-    def __init__(
-        self, bridge: Bridge, context: _Context, id_json: bytes, modern: bool, session: bytes | None
-    ) -> None:
-        Call.__init__(self, context.sse_named)
+    def start_call(
+        self, bridge: Bridge, app: AppChannel, tool: Tool, arguments: bytes, modern: bool,
+        id_json: bytes, session: bytes | None, now: float,
+    ) -> None:  # fmt: skip
+        """Send this tools/call to the app; its answer comes back through the `call_*` methods."""
         self.bridge = bridge
-        self.context = context
         self.id_json = id_json
         self.modern = modern
-        self.session = session  # legacy: the Mcp-Session-Id a notifications/cancelled must match
+        self.session = session
+        self.exchange.on_abandon = self.abandoned
+        bridge.start_call(app, tool, arguments, self, now)
 
     def call_result(self, result: bytes, has_result_type: bool) -> None:
         if not self.modern:
@@ -184,34 +204,33 @@ class PendingCall(Call):
         self._finish(jsonrpc.result(self.id_json, tool_error(text, self.modern)))
 
     def call_slow(self) -> None:
-        context = self.context
-        context.exchange.start_stream((*SSE_HEADERS, *context.cors))
-        context.exchange.stream(KEEPALIVE)
+        self.exchange.start_stream((*SSE_HEADERS, *self.cors))
+        self.exchange.stream(KEEPALIVE)
 
     def call_tick(self) -> None:
-        self.context.exchange.stream(KEEPALIVE)
+        self.exchange.stream(KEEPALIVE)
 
     def _finish(self, body: bytes) -> None:
         if self.streaming:
-            exchange = self.context.exchange
+            exchange = self.exchange
             exchange.stream(sse_event(body))
             exchange.end_stream()
         else:
-            self.context.reply(body)
+            self.reply(body)
 
     def abandoned(self) -> None:
         """The agent hung up before the answer: the app gets `cancel` (BRIDGE.md §5.1)."""
-        self.bridge.abandon(self)
+        self.bridge.abandon(self)  # type: ignore[union-attr]
 
     def cancelled(self) -> None:
         """A legacy `notifications/cancelled` named this call: `cancel` to the app, and end the answer."""
-        self.bridge.abandon(self)
-        exchange = self.context.exchange
+        self.bridge.abandon(self)  # type: ignore[union-attr]
+        exchange = self.exchange
         exchange.on_abandon = None
         if self.streaming:
             exchange.end_stream()
         else:
-            self.context.fail(200, self.id_json, REQUEST_CANCELLED, "Request cancelled")
+            self.fail(200, self.id_json, REQUEST_CANCELLED, "Request cancelled")
 
 
 class ListenStream:
@@ -633,7 +652,7 @@ class AgentEndpoint:
         # A scan of the app's calls, not an index: cancellations are rare, calls are not.
         for call in app.calls.values():
             if (
-                isinstance(call, PendingCall)
+                isinstance(call, _Context)
                 and not call.modern
                 and call.id_json == request_id
                 and call.session == session
@@ -701,9 +720,7 @@ class AgentEndpoint:
             if problem is not None:
                 context.fail(400, id_json, HEADER_MISMATCH, problem)
                 return
-        pending = PendingCall(self.bridge, context, id_json, modern, session)
-        context.exchange.on_abandon = pending.abandoned
-        self.bridge.start_call(app, tool, arguments, pending, now)
+        context.start_call(self.bridge, app, tool, arguments, modern, id_json, session, now)
 
 
 class _BatchExchange:

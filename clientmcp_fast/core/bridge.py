@@ -45,6 +45,7 @@ class Bridge:
         "limits",
         "verifier",
         "max_app_connections",
+        "_max_calls_per_app",
         "apps",
         "app_connections",
         "calls",
@@ -67,6 +68,7 @@ class Bridge:
         self.limits = limits
         self.verifier = verifier
         self.max_app_connections = max_app_connections or limits.max_app_connections or 1_000_000
+        self._max_calls_per_app = limits.max_calls_per_app
         self.apps: dict[str, AppChannel] = {}
         self.app_connections = 0  # every app connection, until its transport is gone
         self.calls = InFlightCalls(limits.call_timeout)
@@ -130,11 +132,11 @@ class Bridge:
             call.call_error(outcomes.SHUTTING_DOWN)
             return False
         calls = app.calls
-        if len(calls) >= self.limits.max_calls_per_app or app.congested_since is not None:
+        if len(calls) >= self._max_calls_per_app or app.congested_since is not None:
             call.call_error(outcomes.BUSY)
             return False
         wake = self.calls.start(call, app, now)
-        message = call_message(call.seq, tool.name.encode(), arguments)
+        message = call_message(call.id.encode(), tool.wire_name, arguments)
         if len(message) > MAX_MESSAGE_BYTES:
             self.calls.finish(call)
             call.call_error(outcomes.TOO_LARGE)

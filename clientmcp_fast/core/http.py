@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+import msgspec
+
 Headers = Sequence[tuple[bytes, bytes]]
 
 REASONS = {
@@ -41,26 +43,17 @@ APPLICATION_JSON = (b"content-type", b"application/json")
 JSON_ONLY = (APPLICATION_JSON,)
 
 
-class Request:
+class Request(msgspec.Struct):
     """One parsed HTTP request: header names lower-cased, repeated headers joined with ", "."""
 
-    __slots__ = ("method", "target", "headers", "repeated", "body", "keep_alive")
-
-    def __init__(
-        self,
-        method: bytes,
-        target: bytes,
-        headers: dict[bytes, bytes],
-        repeated: frozenset[bytes] | set[bytes],
-        body: bytes | None,
-        keep_alive: bool,
-    ) -> None:
-        self.method = method
-        self.target = target
-        self.headers = headers
-        self.repeated = repeated  # names that appeared more than once
-        self.body = body  # None: the body was larger than 4 MiB and was not read
-        self.keep_alive = keep_alive
+    # A msgspec Struct rather than a plain class: one is built for every request, and a
+    # Struct is built in C, several times faster than a Python __init__.
+    method: bytes
+    target: bytes
+    headers: dict[bytes, bytes]
+    repeated: frozenset[bytes] | set[bytes] | tuple[()]  # names that appeared more than once
+    body: bytes | None  # None: the body was larger than 4 MiB and was not read
+    keep_alive: bool
 
 
 class Exchange(Protocol):

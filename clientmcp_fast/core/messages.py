@@ -47,9 +47,12 @@ decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 decode_tool_head = msgspec.json.Decoder(ToolHead).decode
 
 
-def call_message(seq: int, name: bytes, arguments: bytes | msgspec.Raw) -> bytes:
-    """A `call` for the app, with id `seq`; `name` is a registered tool name, which never needs escaping."""
-    return b'{"type":"call","id":"%d","name":"%b","arguments":%b}' % (seq, name, arguments)
+def call_message(call_id: bytes, name: bytes, arguments: bytes | msgspec.Raw) -> bytes:
+    """A `call` for the app; `call_id` and `name` (a registered tool name) never need escaping."""
+    # A join, not %-formatting: it is several times cheaper, and this runs on every call.
+    return b"".join(
+        (b'{"type":"call","id":"', call_id, b'","name":"', name, b'","arguments":', arguments, b"}")
+    )
 
 
 def cancel_message(call_id: bytes) -> bytes:

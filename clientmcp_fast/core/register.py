@@ -26,6 +26,7 @@ class Tool:
 
     name: str
     header_params: tuple[HeaderParam, ...]
+    wire_name: bytes  # the name as it goes into a `call` (a valid name is ASCII, never escaped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +108,7 @@ def parse_register(tools: msgspec.Raw | msgspec.UnsetType, instructions: Any, ma
             params = header_params(schema)
         except InvalidAnnotation as error:
             raise _problem(index, name, str(error)) from None
-        declared[name] = Tool(name, params)
+        declared[name] = Tool(name, params, name.encode())
     # Every tool was checked, so every element of the array is in the set: the bytes the app
     # sent are kept once, as the array tools/list answers with.
     tools_json = b"[" + b",".join(raw_tools) + b"]"

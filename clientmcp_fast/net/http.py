@@ -162,24 +162,20 @@ class HttpProtocol(asyncio.Protocol):
 
     def _arm(self) -> None:
         """Set the one timeout that applies now (BRIDGE.md §6); the clock is read only on a change."""
-        reader = self.reader
         if self._current is not None or self._queue or self._closed:
-            phase = _BUSY  # an answer is owed: no timeout
-        elif reader.in_head:
-            phase = _HEAD
-        elif reader.in_body:
-            phase = _BODY
-        else:
-            phase = _IDLE
+            # An answer is owed: no timeout.
+            if self._phase != _BUSY:
+                self._phase = _BUSY
+                self.deadline = None
+            return
+        reader = self.reader
+        phase = _HEAD if reader.in_head else _BODY if reader.in_body else _IDLE
         if phase != self._phase:
             self._phase = phase
-            if phase == _BUSY:
-                self.deadline = None
-            else:
-                limits = self._limits
-                self.deadline = self._time() + (
-                    limits.head_timeout if phase == _HEAD else limits.keepalive_timeout
-                )
+            limits = self._limits
+            self.deadline = self._time() + (
+                limits.head_timeout if phase == _HEAD else limits.keepalive_timeout
+            )
 
     def _serve(self) -> None:
         if self._serving:
@@ -276,8 +272,12 @@ class HttpProtocol(asyncio.Protocol):
             self._current = None
         if close:
             self._close()
-        elif not self._serving:
+        elif self._serving:
+            pass  # the loop in _serve goes on to the next request
+        elif self._queue or self.reader.refusal is not None:
             self._serve()
+        else:
+            self._arm()  # the common case: nothing waits, the connection is idle again
 
     def _close(self) -> None:
         if not self._closed:

@@ -387,7 +387,7 @@ def test_a_call_message_of_exactly_4_mib_is_sent():
     channel, link = online(bridge, "app-1", "echo")
     seq = bridge.calls._seq + 1
     call_id = str(seq).encode()
-    overhead = len(call_message(seq, b"echo", b'{"s":""}'))
+    overhead = len(call_message(call_id, b"echo", b'{"s":""}'))
     arguments = b'{"s":"' + b"x" * (MAX_MESSAGE_BYTES - overhead) + b'"}'
     call, waiter = start(bridge, channel, arguments=arguments)
     assert call is not None and call.id.encode() == call_id
@@ -401,7 +401,7 @@ def test_a_call_message_over_4_mib_is_too_large():
     bridge = make_bridge(**QUIET)
     channel, link = online(bridge, "app-1", "echo")
     seq = bridge.calls._seq + 1
-    overhead = len(call_message(seq, b"echo", b'{"s":""}'))
+    overhead = len(call_message(str(seq).encode(), b"echo", b'{"s":""}'))
     arguments = b'{"s":"' + b"x" * (MAX_MESSAGE_BYTES - overhead + 1) + b'"}'
     call, waiter = start(bridge, channel, arguments=arguments)
     assert call is None
