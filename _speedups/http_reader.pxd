@@ -11,6 +11,7 @@ cdef class RequestReader:
     cdef Py_ssize_t _head_bytes
     cdef Py_ssize_t _unreported
     cdef bint _reported
+    cdef bint _http11
     cdef public bint in_head
     cdef public bint in_body
     cdef public bint expect_continue

@@ -33,6 +33,7 @@ cdef class RequestReader:
         self._echo = websocket_echo
         self._new_message()
         self._reported = False
+        self._http11 = True
         self.in_head = False
         self.in_body = False
         self.expect_continue = False
@@ -97,7 +98,7 @@ cdef class RequestReader:
 
     cdef _too_large(self):
         self._queue.append(
-            Request(self._parser.get_method(), self._target, self._headers, self._repeated or (), None, False)
+            Request(self._parser.get_method(), self._target, self._headers, self._repeated or (), None, False, self._http11)
         )
         self._body = []
         self.in_body = False
@@ -145,7 +146,12 @@ cdef class RequestReader:
         if self.stopped:
             return
         self.in_head = False
-        if self._parser.get_http_version() not in ("1.1", "1.0"):
+        version = self._parser.get_http_version()
+        if version == "1.1":
+            self._http11 = True
+        elif version == "1.0":
+            self._http11 = False
+        else:
             raise RequestRefused(505, "only HTTP/1.1 is served")
         headers = self._headers
         encoding = headers.get(b"transfer-encoding")
@@ -184,5 +190,6 @@ cdef class RequestReader:
                 self._repeated or (),
                 body[0] if len(body) == 1 else b"".join(body),
                 parser.should_keep_alive(),
+                self._http11,
             )
         )

@@ -146,6 +146,7 @@ _ENDINGS = [
     b"GET /connect HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\x81\x80abcd",
     b"POST /mcp HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
     b"POST /mcp HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n",
+    b"POST /mcp HTTP/1.0\r\nContent-Length: 4194305\r\n\r\n",
     b"GET / HTTP/2.0\r\n\r\n",
     b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
     b"GET / HTTP/1.1\r\nX: " + b"y" * 20_000 + b"\r\n\r\n",
@@ -161,7 +162,9 @@ def _read(module, chunks: list[bytes]) -> tuple:
     reader = module.RequestReader(queue, 16 * 1024, False)
     for chunk in chunks:
         reader.feed(chunk)
-    requests = [(r.method, r.target, r.headers, set(r.repeated), r.body, r.keep_alive) for r in queue]
+    requests = [
+        (r.method, r.target, r.headers, set(r.repeated), r.body, r.keep_alive, r.http11) for r in queue
+    ]
     upgrade = None if reader.upgrade is None else (reader.upgrade[0].target, reader.upgrade[1])
     state = (reader.in_head, reader.in_body, reader.expect_continue, reader.stopped, reader.refusal)
     return requests, upgrade, state

@@ -40,6 +40,7 @@ class RequestReader:
         "_head_bytes",
         "_unreported",
         "_reported",
+        "_http11",
         "in_head",
         "in_body",
         "expect_continue",
@@ -55,6 +56,7 @@ class RequestReader:
         self._echo = websocket_echo
         self._new_message()
         self._reported = False  # a head callback came during the current feed
+        self._http11 = True  # the request in progress is HTTP/1.1 (else 1.0)
         self.in_head = False  # a request head has begun and is not complete
         self.in_body = False  # a head is complete and its body is not
         self.expect_continue = False  # the request in progress asked for 100 Continue
@@ -122,7 +124,15 @@ class RequestReader:
     def _too_large(self) -> None:
         # Answered (413) without reading the body, which is why the connection then closes.
         self._queue.append(
-            Request(self._parser.get_method(), self._target, self._headers, self._repeated or (), None, False)
+            Request(
+                self._parser.get_method(),
+                self._target,
+                self._headers,
+                self._repeated or (),
+                None,
+                False,
+                self._http11,
+            )
         )
         self._body = []
         self.in_body = False
@@ -170,7 +180,12 @@ class RequestReader:
         if self.stopped:
             return
         self.in_head = False
-        if self._parser.get_http_version() not in ("1.1", "1.0"):
+        version = self._parser.get_http_version()
+        if version == "1.1":
+            self._http11 = True
+        elif version == "1.0":
+            self._http11 = False
+        else:
             raise RequestRefused(505, "only HTTP/1.1 is served")
         headers = self._headers
         encoding = headers.get(b"transfer-encoding")
@@ -210,5 +225,6 @@ class RequestReader:
                 self._repeated or (),
                 body[0] if len(body) == 1 else b"".join(body),
                 parser.should_keep_alive(),
+                self._http11,
             )
         )

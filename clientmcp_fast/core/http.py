@@ -54,6 +54,7 @@ class Request(msgspec.Struct):
     repeated: frozenset[bytes] | set[bytes] | tuple[()]  # names that appeared more than once
     body: bytes | None  # None: the body was larger than 4 MiB and was not read
     keep_alive: bool
+    http11: bool = True  # False for HTTP/1.0, which has no chunked coding
 
 
 class Exchange(Protocol):
@@ -80,8 +81,14 @@ _HEAD_PREFIXES: dict[tuple, bytes] = {}
 _MAX_HEAD_PREFIXES = 1024  # CORS origins vary by agent: bound what is remembered
 
 
-def response_head(status: int, headers: Headers, content_length: int | None, close: bool) -> bytes:
-    """Status line and headers of a response, with its framing headers."""
+def response_head(
+    status: int, headers: Headers, content_length: int | None, close: bool, chunked: bool = True
+) -> bytes:
+    """Status line and headers of a response, with its framing headers.
+
+    Without a `content_length` the body is chunked, or with `chunked=False` (HTTP/1.0) runs
+    until the connection closes.
+    """
     # The same few header sets answer nearly every request: everything but the length is
     # built once per set.
     key = (status, headers, close) if type(headers) is tuple else None
@@ -96,7 +103,7 @@ def response_head(status: int, headers: Headers, content_length: int | None, clo
         if key is not None and len(_HEAD_PREFIXES) < _MAX_HEAD_PREFIXES:
             _HEAD_PREFIXES[key] = prefix
     if content_length is None:
-        return prefix + b"transfer-encoding: chunked\r\n\r\n"
+        return prefix + b"transfer-encoding: chunked\r\n\r\n" if chunked else prefix + b"\r\n"
     return prefix + b"content-length: %d\r\n\r\n" % content_length
 
 

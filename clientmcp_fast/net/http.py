@@ -62,18 +62,25 @@ class HttpExchange:
         if self._state != _PENDING:
             return
         self._state = _STREAMING
-        self._conn.write(response_head(200, headers, None, self._conn.must_close(self.request)))
+        request = self.request
+        if request.http11:
+            self._conn.write(response_head(200, headers, None, self._conn.must_close(request)))
+        else:
+            # HTTP/1.0 has no chunked coding (RFC 9112 §6.3): the body ends when the connection does.
+            request.keep_alive = False
+            self._conn.write(response_head(200, headers, None, True, chunked=False))
 
     def stream(self, data: bytes) -> None:
         if self._state == _STREAMING:
-            self._conn.write(chunk(data))
+            self._conn.write(chunk(data) if self.request.http11 else data)
 
     def end_stream(self) -> None:
         if self._state != _STREAMING:
             return
         self._state = _DONE
         self.on_abandon = None
-        self._conn.finish(self, LAST_CHUNK, self._conn.must_close(self.request))
+        request = self.request
+        self._conn.finish(self, LAST_CHUNK if request.http11 else b"", self._conn.must_close(request))
 
 
 class HttpProtocol(asyncio.Protocol):

@@ -263,10 +263,12 @@ class RawHttp:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def send(self, method: str, target: str, headers: dict[str, str], body: bytes | Any = b"") -> None:
+    def send(
+        self, method: str, target: str, headers: dict[str, str], body: bytes | Any = b"", version: str = "1.1"
+    ) -> None:
         if not isinstance(body, bytes):
             body = json.dumps(body).encode()
-        lines = [f"{method} {target} HTTP/1.1", f"Host: 127.0.0.1:{self.port}"]
+        lines = [f"{method} {target} HTTP/{version}", f"Host: 127.0.0.1:{self.port}"]
         lines += [f"{name}: {value}" for name, value in headers.items()]
         if (body or method == "POST") and not any(name.lower() == "content-length" for name in headers):
             lines.append(f"Content-Length: {len(body)}")

@@ -940,6 +940,36 @@ async def test_slow_call_is_streamed_with_keep_alives_then_one_message(bridge, e
     await nothing_leaks(bridge)
 
 
+async def test_slow_call_of_an_http_1_0_agent_streams_until_the_connection_closes(bridge):
+    """HTTP/1.0 has no chunked coding: the stream is the raw SSE text, ended by closing the connection."""
+    slow = SleepyTool(1.5, result={"content": [{"type": "text", "text": "late"}]})
+    async with online_app(bridge, "x", {"slow": slow}):
+        with await RawHttp.open(bridge) as raw:
+            raw.send(
+                "POST",
+                "/mcp",
+                legacy_headers(bridge, "x"),
+                legacy_body("tools/call", 7, {"name": "slow"}),
+                "1.0",
+            )
+            response = await raw.head()
+            assert response.status == 200
+            assert response.headers["content-type"] == "text/event-stream"
+            assert response.headers["connection"] == "close"
+            assert "transfer-encoding" not in response.headers and "content-length" not in response.headers
+            body = await asyncio.wait_for(raw.reader.read(), 10)  # everything until the bridge closes
+    *comments, last = body.split(b"\n\n")[:-1]
+    assert body.endswith(b"\n\n") and comments and set(comments) == {b": keep-alive"}
+    event, data = last.split(b"\n")
+    assert event == b"event: message"
+    assert json.loads(data.removeprefix(b"data: ")) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "result": {"content": [{"type": "text", "text": "late"}]},
+    }
+    await nothing_leaks(bridge)
+
+
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 async def test_streamed_result_stays_one_valid_event_whatever_the_apps_whitespace(bridge, era):
     """An app whose result JSON holds raw line breaks still yields one well-framed SSE message."""
