@@ -70,6 +70,9 @@ _LIST_CHANGED = jsonrpc.notification("notifications/tools/list_changed")
 _HTTP_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _LOOPBACK_ORIGIN = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?")
 _ROUTING_HEADERS = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
+_BEARER_CACHE_SIZE = 10_000
+# MCP-Protocol-Version values as sent, to the revision they name: no decoding for the usual ones.
+_HEADER_VERSIONS = {version.encode(): version for version in SUPPORTED}
 
 
 def sse_event(payload: bytes) -> bytes:
@@ -85,6 +88,13 @@ def tool_error(text: str, modern: bool) -> bytes:
     """A CallToolResult with `isError: true`: how availability problems reach the model (spec §4.3)."""
     body = b'{"content":[{"type":"text","text":' + orjson.dumps(text) + b'}],"isError":true}'
     return b'{"resultType":"complete",' + body[1:] if modern else body
+
+
+def _bearer_token(authorization: bytes) -> bytes | None:
+    """The token of an `Authorization: Bearer <token>` header; None for any other scheme."""
+    scheme, _, value = authorization.strip().partition(b" ")
+    value = value.strip()
+    return value if scheme.lower() == b"bearer" and value else None
 
 
 def _parse_accept(value: bytes | None) -> tuple[bool, bool, bool]:
@@ -290,7 +300,7 @@ class LegacyStream:
 class AgentEndpoint:
     """Serves `/mcp` and `/mcp/<token>`: each request checked, routed to its era, and answered."""
 
-    __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache")
+    __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache", "_bearer_cache")
 
     def __init__(
         self, bridge: Bridge, verifier: TokenVerifier, allowed_origins: tuple[str, ...] | None
@@ -299,6 +309,9 @@ class AgentEndpoint:
         self.verifier = verifier
         self.allowed_origins = None if allowed_origins is None else {o.lower() for o in allowed_origins}
         self._accept_cache: dict[bytes | None, tuple[bool, bool, bool]] = {}
+        # An agent sends the same Authorization header with every request: its token is read
+        # out once (bounded, like the verifier's cache, as the headers are the agents' to choose).
+        self._bearer_cache: dict[bytes, bytes] = {}
 
     # -- the order of checks (BRIDGE.md §5.0) -----------------------------------------------
 
@@ -402,11 +415,11 @@ class AgentEndpoint:
     def _authenticate(self, exchange: Exchange, path_token: bytes, cors: Headers, now: float) -> str | None:
         """The client ID the agent token selects; None after answering 401 (spec §4)."""
         authorization = exchange.request.headers.get(b"authorization")
-        token = None
+        token = cached = None
         if authorization is not None:
-            scheme, _, value = authorization.strip().partition(b" ")
-            if scheme.lower() == b"bearer" and value.strip():
-                token = value.strip()
+            token = cached = self._bearer_cache.get(authorization)
+            if token is None:
+                token = _bearer_token(authorization)
         if token is None and path_token:
             token = path_token
         if token is None:
@@ -414,10 +427,19 @@ class AgentEndpoint:
             challenge = b"Bearer"
         else:
             try:
-                return self.verifier.verify(token, ROLE_AGENT, now)
+                client_id = self.verifier.verify(token, ROLE_AGENT, now)
             except TokenError as error:
                 problem = str(error)
                 challenge = b'Bearer error="invalid_token"'
+            else:
+                # Only a header whose token verified is remembered, so junk cannot fill the cache.
+                if (
+                    cached is None
+                    and token is not path_token
+                    and len(self._bearer_cache) < _BEARER_CACHE_SIZE
+                ):
+                    self._bearer_cache[authorization] = token  # type: ignore[index]
+                return client_id
         logger.debug("agent refused: %s", problem)
         exchange.respond(
             401,
@@ -468,7 +490,9 @@ class AgentEndpoint:
             )
             return
         header = headers.get(b"mcp-protocol-version")
-        header_version = header.strip().decode("latin-1") if header is not None else None
+        header_version = None
+        if header is not None:
+            header_version = _HEADER_VERSIONS.get(header) or header.strip().decode("latin-1")
         params = message.params
         meta = params.meta if params is not msgspec.UNSET else None
         body_version = meta.get(META_VERSION) if isinstance(meta, dict) else None

@@ -215,7 +215,7 @@ class HttpProtocol(asyncio.Protocol):
             logger.debug("%s %s", request.method.decode("latin-1"), redact_target(request.target))
         kind, token = route(request.target)
         if kind == ROUTE_MCP:
-            self.server.agents.handle(exchange, token, self.server.loop.time())
+            self.server.agents.handle(exchange, token, self._time())
         elif kind == ROUTE_CONNECT:
             self._websocket(exchange, echo=False)
         elif kind == ROUTE_HEALTHZ:
