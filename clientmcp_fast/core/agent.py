@@ -8,8 +8,8 @@ is the map of legacy calls that a `notifications/cancelled` may name.
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -652,7 +652,7 @@ class AgentEndpoint:
         if instructions is not None:
             body["instructions"] = instructions
         # The session id only namespaces the ids a notifications/cancelled names (spec §4.1).
-        session = secrets.token_hex(16).encode()
+        session = os.urandom(16).hex().encode()  # secrets.token_hex, without importing `secrets`
         context.reply(jsonrpc.result(id_json, orjson.dumps(body)), ((b"mcp-session-id", session),))
 
     def _batch(self, context: _Context, elements: list[msgspec.Raw], now: float) -> None:

@@ -411,3 +411,28 @@ class TestServe:
             port = taken.getsockname()[1]
             result = run("serve", "--host", "127.0.0.1", "--port", str(port))
         assert result.returncode != 0
+
+
+# -- what the process loads (docs/benchmarks.md, idle RSS) -----------------------------------
+
+_KEPT_OUT = ("cryptography", "_hashlib", "urllib.request", "http.client")
+
+
+def test_the_command_keeps_out_modules_the_bridge_never_runs_and_tokens_still_work():
+    """cryptography, PyJWT's key fetching and OpenSSL's hashlib stay out; tokens sign and verify the same."""
+    script = (
+        "import sys, time\n"
+        "import clientmcp_fast.cli, clientmcp_fast.net.server\n"
+        "from clientmcp_fast.core.tokens import TokenVerifier, mint\n"
+        f"token = mint({SECRET!r}, 'agent', 'alice', 60, time.time())\n"
+        f"print(token, TokenVerifier([{SECRET!r}]).verify(token, 'agent', time.time()))\n"
+        f"print(sorted(name for name in {_KEPT_OUT!r} if sys.modules.get(name) is not None))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    signed, loaded = result.stdout.splitlines()
+    token, client_id = signed.split()
+    assert client_id == "alice"
+    assert loaded == "[]"
+    # Signed with Python's built-in SHA-256 there, verified with OpenSSL's here.
+    assert jwt.decode(token, SECRET, algorithms=["HS256"])["sub"] == "alice"
