@@ -71,8 +71,12 @@ _HTTP_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _LOOPBACK_ORIGIN = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?")
 _ROUTING_HEADERS = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
 _BEARER_CACHE_SIZE = 10_000
-# MCP-Protocol-Version values as sent, to the revision they name: no decoding for the usual ones.
+# The usual values of MCP-Protocol-Version and Mcp-Method, as sent and as text (see _header_text).
 _HEADER_VERSIONS = {version.encode(): version for version in SUPPORTED}
+_HEADER_METHODS = {
+    method.encode(): method
+    for method in ("tools/call", "tools/list", "server/discover", "subscriptions/listen")
+}
 
 
 def sse_event(payload: bytes) -> bytes:
@@ -88,6 +92,11 @@ def tool_error(text: str, modern: bool) -> bytes:
     """A CallToolResult with `isError: true`: how availability problems reach the model (spec §4.3)."""
     body = b'{"content":[{"type":"text","text":' + orjson.dumps(text) + b'}],"isError":true}'
     return b'{"resultType":"complete",' + body[1:] if modern else body
+
+
+def _header_text(value: bytes, known: dict[bytes, str]) -> str:
+    """A header's value as text, trimmed; the usual values are looked up rather than decoded."""
+    return known.get(value) or value.strip().decode("latin-1")
 
 
 def _bearer_token(authorization: bytes) -> bytes | None:
@@ -492,7 +501,7 @@ class AgentEndpoint:
         header = headers.get(b"mcp-protocol-version")
         header_version = None
         if header is not None:
-            header_version = _HEADER_VERSIONS.get(header) or header.strip().decode("latin-1")
+            header_version = _header_text(header, _HEADER_VERSIONS)
         params = message.params
         meta = params.meta if params is not msgspec.UNSET else None
         body_version = meta.get(META_VERSION) if isinstance(meta, dict) else None
@@ -557,7 +566,7 @@ class AgentEndpoint:
                     )
                     return
         version = headers.get(b"mcp-protocol-version")
-        if version is None or version.strip().decode("latin-1") != meta[META_VERSION]:
+        if version is None or _header_text(version, _HEADER_VERSIONS) != meta[META_VERSION]:
             context.fail(
                 400,
                 id_json,
@@ -566,7 +575,7 @@ class AgentEndpoint:
             )
             return
         mcp_method = headers.get(b"mcp-method")
-        if mcp_method is None or mcp_method.strip().decode("latin-1") != method:
+        if mcp_method is None or _header_text(mcp_method, _HEADER_METHODS) != method:
             context.fail(400, id_json, HEADER_MISMATCH, "Mcp-Method header does not match the method")
             return
         if method == "tools/call":
