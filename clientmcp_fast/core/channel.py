@@ -93,7 +93,7 @@ class AppChannel:
             self.close(4401, "no token offered: send it as the second subprotocol")
             return
         try:
-            client_id = bridge.verifier.verify(token, ROLE_CLIENT, now)
+            client_id = bridge.verifier.verify(token, ROLE_CLIENT, now, remember=False)
         except TokenError as error:
             logger.warning("app refused: %s", error)
             self.close(4401, str(error))

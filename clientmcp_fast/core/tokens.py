@@ -74,16 +74,22 @@ class TokenVerifier:
         # the server sets the difference here, so that `now + wall_offset` is Unix time.
         self.wall_offset = 0.0
 
-    def verify(self, token: str | bytes, role: str, now: float) -> str:
-        """The client ID of a valid `role` token at time `now`; raises `TokenError` otherwise."""
+    def verify(self, token: str | bytes, role: str, now: float, *, remember: bool = True) -> str:
+        """The client ID of a valid `role` token at time `now`; raises `TokenError` otherwise.
+
+        `remember=False` for a token that comes once (an app's, per connection): it is checked
+        but not cached, so that it costs no memory while the app sits idle, and pushes no
+        agent's token out of the cache.
+        """
         now += self.wall_offset
         grant = self._cache.get(token)
         if grant is None:
             grant = self._check_signature_and_claims(token)
-            if len(self._cache) >= self._cache_size:
-                # Dicts keep insertion order: drop the oldest entry.
-                del self._cache[next(iter(self._cache))]
-            self._cache[token] = grant
+            if remember:
+                if len(self._cache) >= self._cache_size:
+                    # Dicts keep insertion order: drop the oldest entry.
+                    del self._cache[next(iter(self._cache))]
+                self._cache[token] = grant
         if grant.role != role:
             raise TokenError(f"token role is {grant.role}, this endpoint needs {role}")
         if grant.exp is not None and now > grant.exp + CLOCK_SKEW_SECONDS:

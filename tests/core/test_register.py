@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 
 import pytest
 
@@ -445,3 +447,33 @@ def test_every_reason_fits_a_close_frame_and_names_the_problem(message, problem)
     assert len(text.encode("utf-8")) <= MAX_CLOSE_REASON_BYTES, text
     assert text.endswith(problem), text
     assert text.startswith("tools[")
+
+
+# -- one tool set for every app that declares the same tools -------------------------------------
+
+
+def test_the_same_register_gives_the_same_tool_set_object():
+    first = parse(tools(tool("a"), tool("b")))
+    assert parse(tools(tool("a"), tool("b"))) is first
+
+
+def test_registers_that_differ_in_any_way_get_their_own_tool_sets():
+    base = parse(tools(tool("a")))
+    assert parse({**tools(tool("a")), "instructions": "x"}) is not base
+    assert parse(tools(tool("a")), max_tools=1) is not base
+    compact = parse(b'{"type":"register","tools":[{"name":"a","inputSchema":{"type":"object"}}]}')
+    spaced = parse(b'{"type":"register","tools":[ {"name":"a","inputSchema":{"type":"object"}} ]}')
+    assert spaced is not compact and spaced.same_tools(compact)
+
+
+def test_a_refused_register_is_refused_every_time():
+    message = tools(tool("a"), tool("a"))
+    assert reason(message) == reason(message) == 'tools[1] "a": name declared twice'
+
+
+def test_a_shared_tool_set_is_not_kept_once_no_app_holds_it():
+    toolset = parse(tools(tool("only-here")))
+    held = weakref.ref(toolset)
+    del toolset
+    gc.collect()
+    assert held() is None

@@ -11,6 +11,7 @@ import warnings
 import jwt
 import pytest
 
+from clientmcp_fast.core import tokens
 from clientmcp_fast.core.tokens import CLOCK_SKEW_SECONDS, TokenError, TokenVerifier, mint
 
 SECRET = b"token-tests-secret-0123456789abcdef-0123"
@@ -239,6 +240,23 @@ def test_a_small_cache_evicts_and_still_verifies():
     tokens = [hand_token(HS256, claims(sub=f"app-{i}")) for i in range(5)]
     for _ in range(2):
         assert [verifier.verify(t, "client", NOW) for t in tokens] == [f"app-{i}" for i in range(5)]
+
+
+def test_a_token_verified_without_remembering_is_checked_every_time_and_never_cached(monkeypatch):
+    """Apps' tokens (once per connection) are not kept: no memory per idle app, no agent token evicted."""
+    decodes = []
+    real_decode = tokens.jwt.decode
+    monkeypatch.setattr(tokens.jwt, "decode", lambda *a, **k: decodes.append(1) or real_decode(*a, **k))
+    verifier = TokenVerifier([SECRET], cache_size=1)
+    agent = hand_token(HS256, claims(sub="agent-1", role="agent"))
+    assert verifier.verify(agent, "agent", NOW) == "agent-1"
+    app = hand_token(HS256, claims(sub="app-1"))
+    for _ in range(2):
+        assert verifier.verify(app, "client", NOW, remember=False) == "app-1"
+    with pytest.raises(TokenError, match="^token expired$"):
+        verifier.verify(hand_token(HS256, claims(exp=int(NOW) - 100)), "client", NOW, remember=False)
+    assert verifier.verify(agent, "agent", NOW) == "agent-1"  # still cached: the apps pushed nothing out
+    assert len(decodes) == 4
 
 
 # -- §2: other claims are ignored -------------------------------------------------------------
