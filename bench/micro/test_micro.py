@@ -101,6 +101,9 @@ class DiscardLink:
     def write(self, data: bytes) -> None:
         pass
 
+    def write_now(self, data: bytes) -> None:
+        pass
+
     def end(self, wait_for_peer: bool) -> None:
         pass
 

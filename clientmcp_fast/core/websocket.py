@@ -105,6 +105,9 @@ class Link(Protocol):
     def write(self, data: bytes) -> None:
         """Queue bytes for the peer (writes made in one loop iteration go out together)."""
 
+    def write_now(self, data: bytes) -> None:
+        """Bytes that answer what just arrived (a pong): out at once, unless writes are queued (then after them)."""
+
     def end(self, wait_for_peer: bool) -> None:
         """Close the transport once queued bytes are out; if asked, first give the peer a while to close."""
 
@@ -263,9 +266,11 @@ class WebSocket:
             self._link.write(build_frame(OP_TEXT, payload))
 
     def send_frame(self, frame: bytes) -> None:
-        """Send a frame built in advance (the fixed pong), unless the connection is closing."""
+        """Answer with a frame built in advance (the fixed pong), unless the connection is closing."""
         if self.state == OPEN:
-            self._link.write(frame)
+            # A pong has nothing to be coalesced with: most pings arrive alone, each waking the
+            # bridge for itself, and the pong then leaves without waiting for the end of the turn.
+            self._link.write_now(frame)
 
     def close(self, code: int, reason: str) -> None:
         """Start the closing handshake with `code`; the handler hears of it at once."""

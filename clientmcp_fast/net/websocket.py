@@ -86,6 +86,17 @@ class WebSocketProtocol(asyncio.Protocol):
         else:
             out.append(data)
 
+    def write_now(self, data: bytes) -> None:
+        if self._out is not None:
+            self._out.append(data)  # after what is queued, in order
+            return
+        transport = self.transport
+        if transport.is_closing():
+            return
+        transport.write(data)
+        if transport.get_write_buffer_size() > self.server.limits.app_hard_bytes:
+            self.session.overflowed()
+
     def flush(self) -> None:
         """Write everything queued in this loop turn as one `transport.write`."""
         out = self._out

@@ -46,6 +46,9 @@ class RecordingLink:
             self.written_after_end += 1
         self.writes.append(bytes(data))
 
+    # The order of writes is what the core decides; when they reach the socket is the net layer's.
+    write_now = write
+
     def end(self, wait_for_peer: bool) -> None:
         self.ends.append(wait_for_peer)
 
