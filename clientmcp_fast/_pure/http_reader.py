@@ -198,7 +198,8 @@ class RequestReader:
             self._too_large()
             return
         self.in_body = True
-        self.expect_continue = headers.get(b"expect", b"").lower() == b"100-continue"
+        expect = headers.get(b"expect")
+        self.expect_continue = expect is not None and expect.lower() == b"100-continue"
 
     def on_body(self, body: bytes) -> None:
         if self.stopped:
