@@ -208,6 +208,12 @@ def notes(results: dict) -> str:
             f"in all), wrk + app {m['load_core_pct']:.0f} % of theirs (busy {m['load_core_total_pct']:.0f} % in all; "
             f"wrk {m['wrk_us_per_call']:.1f} µs + app {m['app_us_per_call']:.1f} µs per call)"
         )
+        rounds = entry["rounds"]
+        if len(rounds) > 1:
+            # The machine is shared: how far the rounds spread says how far to trust the median.
+            cpu = sorted(r["cpu_us_per_call"] for r in rounds)
+            rate = sorted(r["calls_per_s"] for r in rounds)
+            line += f"; rounds {cpu[0]:.1f}-{cpu[-1]:.1f} µs, {rate[0]:,.0f}-{rate[-1]:,.0f} calls/s"
         if m["load_core_pct"] >= 90:
             line += "; wrk + app saturated their core: calls/s is a lower bound for the server"
         foreign = max(
