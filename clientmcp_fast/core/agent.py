@@ -442,12 +442,11 @@ class AgentEndpoint:
                 challenge = b'Bearer error="invalid_token"'
             else:
                 # Only a header whose token verified is remembered, so junk cannot fill the cache.
-                if (
-                    cached is None
-                    and token is not path_token
-                    and len(self._bearer_cache) < _BEARER_CACHE_SIZE
-                ):
-                    self._bearer_cache[authorization] = token  # type: ignore[index]
+                if cached is None and token is not path_token:
+                    cache = self._bearer_cache
+                    if len(cache) >= _BEARER_CACHE_SIZE:
+                        del cache[next(iter(cache))]  # the oldest: tokens expire, agents move on
+                    cache[authorization] = token  # type: ignore[index]
                 return client_id
         logger.debug("agent refused: %s", problem)
         exchange.respond(

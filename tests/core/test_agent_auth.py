@@ -1,0 +1,87 @@
+"""The agent endpoint's token (spec §4): what it remembers of an Authorization header changes nothing it answers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fakes import NOW, SECRET, connect, make_bridge, register, tool
+
+from clientmcp_fast.core import agent
+from clientmcp_fast.core.agent import AgentEndpoint
+from clientmcp_fast.core.http import Request
+from clientmcp_fast.core.tokens import mint
+
+LIST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+
+
+class Exchange:
+    """The Exchange port, keeping the answer."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.on_abandon = None
+        self.answer: tuple[int, bytes] | None = None
+
+    def respond(self, status: int, headers, body: bytes) -> None:
+        self.answer = (status, body)
+
+
+@pytest.fixture
+def endpoint() -> AgentEndpoint:
+    """An endpoint whose bridge has two apps online: alice declares `a`, bob declares `b`."""
+    bridge = make_bridge()
+    for client_id, name in (("alice", "a"), ("bob", "b")):
+        channel, _ = connect(bridge, client_id)
+        register(channel, tool(name))
+    return AgentEndpoint(bridge, bridge.verifier, None)
+
+
+def ask(endpoint: AgentEndpoint, authorization: bytes | None, path_token: bytes = b"", now: float = NOW):
+    """tools/list with this Authorization header (and /mcp/<token>): (status, tool names or the error)."""
+    headers = {b"content-type": b"application/json", b"accept": b"application/json"}
+    if authorization is not None:
+        headers[b"authorization"] = authorization
+    exchange = Exchange(Request(b"POST", b"/mcp", headers, (), LIST, True))
+    endpoint.handle(exchange, path_token, now)
+    status, body = exchange.answer
+    answer = json.loads(body)
+    if status == 200:
+        return status, [t["name"] for t in answer["result"]["tools"]]
+    return status, answer["error"]["message"]
+
+
+def bearer(client_id: str, ttl: float = 3600) -> bytes:
+    return b"Bearer " + mint(SECRET, "agent", client_id, ttl, NOW).encode()
+
+
+def test_a_remembered_header_is_refused_once_its_token_expires(endpoint):
+    header = bearer("alice", ttl=10)
+    assert ask(endpoint, header) == (200, ["a"])
+    assert ask(endpoint, header, now=NOW + 60) == (200, ["a"])  # within the clock skew
+    assert ask(endpoint, header, now=NOW + 71) == (401, "Unauthorized: token expired")
+
+
+def test_another_scheme_beside_a_path_token_is_never_taken_for_that_token(endpoint):
+    """`Authorization: Basic ...` with /mcp/<token>: the path's token counts, each time its own."""
+    alice = mint(SECRET, "agent", "alice", 3600, NOW).encode()
+    bob = mint(SECRET, "agent", "bob", 3600, NOW).encode()
+    assert ask(endpoint, b"Basic dXNlcjpwYXNz", alice) == (200, ["a"])
+    assert ask(endpoint, b"Basic dXNlcjpwYXNz", bob) == (200, ["b"])
+
+
+def test_a_refused_header_is_refused_every_time(endpoint):
+    header = (
+        b"Bearer " + mint(b"another-secret-that-is-long-enough-012345", "agent", "alice", 3600, NOW).encode()
+    )
+    for _ in range(2):
+        assert ask(endpoint, header) == (401, "Unauthorized: token signature does not verify")
+
+
+def test_past_its_bound_the_header_memory_forgets_the_oldest_and_answers_the_same(endpoint, monkeypatch):
+    monkeypatch.setattr(agent, "_BEARER_CACHE_SIZE", 2)
+    headers = [bearer(client_id) for client_id in ("alice", "bob", "alice", "bob")]
+    headers[2] += b" "  # the same token, another header value
+    for _ in range(2):
+        assert [ask(endpoint, header) for header in headers] == [(200, ["a"]), (200, ["b"])] * 2
+    assert list(endpoint._bearer_cache) == [headers[1], headers[2]]  # the two most recently new
