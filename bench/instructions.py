@@ -1,12 +1,13 @@
 """Instructions per tools/call, counted by callgrind: a measure of the bridge's own work that noise cannot move.
 
-    python -m bench.instructions [--era legacy|modern] [--calls 1000]
+    python -m bench.instructions [--era legacy|modern|ping] [--calls 1000]
 
 One tools/call goes through the real `HttpProtocol` (request in, answer out) and the
 app's `AppChannel` (call out, result in) over fake transports, so no syscall or event
-loop is counted. The command runs itself under `valgrind --tool=callgrind` for N and 2N
-calls and prints the difference divided by N. `--drive N` (used by that) just makes the
-calls. CLIENTMCP_NO_EXTENSIONS=1 counts the pure-Python twins.
+loop is counted; `--era ping` counts an app's exact `{"type":"ping"}` and its pong instead.
+The command runs itself under `valgrind --tool=callgrind` for N and 2N calls and prints
+the difference divided by N. `--drive N` (used by that) just makes the calls.
+CLIENTMCP_NO_EXTENSIONS=1 counts the pure-Python twins.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def client_text(payload: bytes) -> bytes:
 
 
 def drive(era: str, calls: int) -> float:
-    """Make `calls` tool calls after a warm-up; the CPU seconds they took."""
+    """Make `calls` tool calls (or pings) after a warm-up; the CPU seconds they took."""
     loop = new_event_loop()
     server = Server(Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0), loop)
     now = time.time()
@@ -83,7 +84,7 @@ def drive(era: str, calls: int) -> float:
     agent_transport = FakeTransport()
     http = HttpProtocol(server)
     http.connection_made(agent_transport)  # type: ignore[arg-type]
-    body, headers = LEGACY if era == "legacy" else MODERN
+    body, headers = MODERN if era == "modern" else LEGACY
     token = mint(SECRET, "agent", "bench", 3600, now).encode()
     request = (
         b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAuthorization: Bearer " + token + b"\r\n"
@@ -102,8 +103,19 @@ def drive(era: str, calls: int) -> float:
         server._flush()
         return agent_transport.written.pop()
 
-    answer = one()
-    assert answer.startswith(b"HTTP/1.1 200 OK") and b'"text":"hi"' in answer, answer
+    ping = client_text(b'{"type":"ping"}')
+
+    def one_ping() -> bytes:
+        link.data_received(ping)
+        server._flush()
+        return app_transport.written.pop()
+
+    if era == "ping":
+        one = one_ping
+        assert one() == b'\x81\x0f{"type":"pong"}'
+    else:
+        answer = one()
+        assert answer.startswith(b"HTTP/1.1 200 OK") and b'"text":"hi"' in answer, answer
     for _ in range(200):
         one()
     started = time.process_time()
@@ -129,7 +141,7 @@ def count(era: str, calls: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--era", choices=("legacy", "modern"), default="legacy")
+    parser.add_argument("--era", choices=("legacy", "modern", "ping"), default="legacy")
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--drive", type=int, metavar="N", help="only make N calls (what callgrind runs)")
     flags = parser.parse_args()
@@ -138,7 +150,8 @@ def main() -> None:
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed: apt-get install valgrind")
-    print(f"{flags.era}: {count(flags.era, flags.calls):,} instructions per tools/call round trip")
+    what = "ping and pong" if flags.era == "ping" else "tools/call round trip"
+    print(f"{flags.era}: {count(flags.era, flags.calls):,} instructions per {what}")
 
 
 if __name__ == "__main__":
