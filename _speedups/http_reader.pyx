@@ -18,9 +18,6 @@ from clientmcp_fast._speedups.routing import route
 cdef object HttpParserUpgrade = httptools.HttpParserUpgrade
 cdef object HttpParserError = httptools.HttpParserError
 cdef Py_ssize_t MAX_BODY = MAX_MESSAGE_BYTES
-# Header names lower-cased once (see the twin).
-cdef dict _LOWERED = {}
-cdef Py_ssize_t MAX_LOWERED = 1024
 
 
 cdef class RequestReader:
@@ -127,11 +124,7 @@ cdef class RequestReader:
         self._head_bytes += len(name) + len(value) + 4
         if self._head_bytes > self._max_head:
             raise RequestRefused(431, "request head larger than the limit")
-        lowered = _LOWERED.get(name)
-        if lowered is None:
-            lowered = name.lower()
-            if len(_LOWERED) < MAX_LOWERED:
-                _LOWERED[name] = lowered
+        lowered = name.lower()
         headers = self._headers
         count = len(headers)
         # One lookup; an identity test would not do, as b"" and 1-byte values are shared objects.
@@ -159,7 +152,7 @@ cdef class RequestReader:
             raise RequestRefused(501, "only the chunked transfer coding is supported")
         length = headers.get(b"content-length")
         # llhttp accepted the value, so it is digits: only a 7-digit one can pass 4 MiB (a length
-        # compared first, as int() of bytes is the dearest step of reading a head).
+        # compared first, as int() of bytes is one of the dearer steps of reading a head).
         if length is not None and len(length) >= 7 and int(length) > MAX_BODY:
             self._too_large()
             return

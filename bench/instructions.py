@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from clientmcp_fast.config import Settings
 from clientmcp_fast.core.channel import AppChannel
@@ -39,6 +40,7 @@ MODERN = (
     b"MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n",
 )
 CALL_ID = re.compile(rb'"id":"(\d+)"')
+PONG_FRAME = b'\x81\x0f{"type":"pong"}'
 
 
 class FakeTransport:
@@ -70,8 +72,8 @@ def client_text(payload: bytes) -> bytes:
     return head + b"\0\0\0\0" + payload
 
 
-def drive(era: str, calls: int) -> float:
-    """Make `calls` tool calls (or pings) after a warm-up; the CPU seconds they took."""
+def round_trip(era: str) -> Callable[[], bytes]:
+    """A bridge with one app online, and a function making one tools/call (or ping) through it: the answer."""
     loop = new_event_loop()
     server = Server(Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0), loop)
     now = time.time()
@@ -110,11 +112,16 @@ def drive(era: str, calls: int) -> float:
         server._flush()
         return app_transport.written.pop()
 
+    return one_ping if era == "ping" else one
+
+
+def drive(era: str, calls: int) -> float:
+    """Make `calls` tool calls (or pings) after a checked one and a warm-up; the CPU seconds they took."""
+    one = round_trip(era)
+    answer = one()
     if era == "ping":
-        one = one_ping
-        assert one() == b'\x81\x0f{"type":"pong"}'
+        assert answer == PONG_FRAME, answer
     else:
-        answer = one()
         assert answer.startswith(b"HTTP/1.1 200 OK") and b'"text":"hi"' in answer, answer
     for _ in range(200):
         one()

@@ -17,12 +17,6 @@ from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO, route
 from clientmcp_fast.core.http import Request
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
-# Header names as agents spell them, lower-cased once: the same few names come with every
-# request, and a name already lower-cased is an object whose hash is already known. Bounded,
-# as names are the peer's to choose.
-_LOWERED: dict[bytes, bytes] = {}
-_MAX_LOWERED = 1024
-
 
 class RequestReader:
     """Parses one connection's requests into its queue; stops at an upgrade or a refusal."""
@@ -161,11 +155,7 @@ class RequestReader:
         self._head_bytes += len(name) + len(value) + 4
         if self._head_bytes > self._max_head:
             raise RequestRefused(431, "request head larger than the limit")
-        lowered = _LOWERED.get(name)
-        if lowered is None:
-            lowered = name.lower()
-            if len(_LOWERED) < _MAX_LOWERED:
-                _LOWERED[name] = lowered
+        lowered = name.lower()
         headers = self._headers
         count = len(headers)
         # One lookup; an identity test would not do, as b"" and 1-byte values are shared objects.
@@ -193,7 +183,7 @@ class RequestReader:
             raise RequestRefused(501, "only the chunked transfer coding is supported")
         length = headers.get(b"content-length")
         # llhttp accepted the value, so it is digits: only a 7-digit one can pass 4 MiB (a length
-        # compared first, as int() of bytes is the dearest step of reading a head).
+        # compared first, as int() of bytes is one of the dearer steps of reading a head).
         if length is not None and len(length) >= 7 and int(length) > MAX_MESSAGE_BYTES:
             self._too_large()
             return

@@ -8,6 +8,7 @@ is the map of legacy calls that a `notifications/cancelled` may name.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import TYPE_CHECKING, Any
@@ -70,7 +71,6 @@ _LIST_CHANGED = jsonrpc.notification("notifications/tools/list_changed")
 _HTTP_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _LOOPBACK_ORIGIN = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?")
 _ROUTING_HEADERS = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
-_BEARER_CACHE_SIZE = 10_000
 # The usual values of MCP-Protocol-Version and Mcp-Method, as sent and as text (see _header_text).
 _HEADER_VERSIONS = {version.encode(): version for version in SUPPORTED}
 _HEADER_METHODS = {
@@ -99,6 +99,10 @@ def _header_text(value: bytes, known: dict[bytes, str]) -> str:
     return known.get(value) or value.strip().decode("latin-1")
 
 
+# An agent sends the same Authorization header with every request: its token is read out
+# once. Bounded, as the headers are the agents' to choose; a pure function, so nothing a
+# cached answer could change.
+@functools.lru_cache(maxsize=10_000)
 def _bearer_token(authorization: bytes) -> bytes | None:
     """The token of an `Authorization: Bearer <token>` header; None for any other scheme."""
     scheme, _, value = authorization.strip().partition(b" ")
@@ -145,7 +149,6 @@ class _Context(Call):
         "client_id",
         "cors",
         "json_ok",
-        "sse_named",
         "bridge",
         "id_json",
         "modern",
@@ -155,12 +158,11 @@ class _Context(Call):
     def __init__(
         self, exchange: Exchange, client_id: str, cors: Headers, json_ok: bool, sse_named: bool
     ) -> None:
-        Call.__init__(self, sse_named)
+        Call.__init__(self, sse_named)  # `wants_stream`: the Accept header named text/event-stream
         self.exchange = exchange
         self.client_id = client_id
         self.cors = cors
         self.json_ok = json_ok
-        self.sse_named = sse_named
         # Set by `start_call` for a tools/call.
         self.bridge: Bridge | None = None
         self.id_json = NULL_ID
@@ -309,7 +311,7 @@ class LegacyStream:
 class AgentEndpoint:
     """Serves `/mcp` and `/mcp/<token>`: each request checked, routed to its era, and answered."""
 
-    __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache", "_bearer_cache")
+    __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache")
 
     def __init__(
         self, bridge: Bridge, verifier: TokenVerifier, allowed_origins: tuple[str, ...] | None
@@ -318,9 +320,6 @@ class AgentEndpoint:
         self.verifier = verifier
         self.allowed_origins = None if allowed_origins is None else {o.lower() for o in allowed_origins}
         self._accept_cache: dict[bytes | None, tuple[bool, bool, bool]] = {}
-        # An agent sends the same Authorization header with every request: its token is read
-        # out once (bounded, like the verifier's cache, as the headers are the agents' to choose).
-        self._bearer_cache: dict[bytes, bytes] = {}
 
     # -- the order of checks (BRIDGE.md §5.0) -----------------------------------------------
 
@@ -424,11 +423,7 @@ class AgentEndpoint:
     def _authenticate(self, exchange: Exchange, path_token: bytes, cors: Headers, now: float) -> str | None:
         """The client ID the agent token selects; None after answering 401 (spec §4)."""
         authorization = exchange.request.headers.get(b"authorization")
-        token = cached = None
-        if authorization is not None:
-            token = cached = self._bearer_cache.get(authorization)
-            if token is None:
-                token = _bearer_token(authorization)
+        token = _bearer_token(authorization) if authorization is not None else None
         if token is None and path_token:
             token = path_token
         if token is None:
@@ -436,18 +431,10 @@ class AgentEndpoint:
             challenge = b"Bearer"
         else:
             try:
-                client_id = self.verifier.verify(token, ROLE_AGENT, now)
+                return self.verifier.verify(token, ROLE_AGENT, now)
             except TokenError as error:
                 problem = str(error)
                 challenge = b'Bearer error="invalid_token"'
-            else:
-                # Only a header whose token verified is remembered, so junk cannot fill the cache.
-                if cached is None and token is not path_token:
-                    cache = self._bearer_cache
-                    if len(cache) >= _BEARER_CACHE_SIZE:
-                        del cache[next(iter(cache))]  # the oldest: tokens expire, agents move on
-                    cache[authorization] = token  # type: ignore[index]
-                return client_id
         logger.debug("agent refused: %s", problem)
         exchange.respond(
             401,
@@ -606,7 +593,7 @@ class AgentEndpoint:
         context.reply(jsonrpc.result(id_json, body + _MODERN_LIST_TAIL))
 
     def _listen(self, context: _Context, id_json: bytes, params: Params, now: float) -> None:
-        if not context.sse_named:
+        if not context.wants_stream:
             context.fail(
                 406, id_json, INVALID_REQUEST, "Not Acceptable: subscriptions/listen needs text/event-stream"
             )

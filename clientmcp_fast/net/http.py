@@ -279,12 +279,11 @@ class HttpProtocol(asyncio.Protocol):
             self._current = None
         if close:
             self._close()
-        elif self._serving:
-            pass  # the loop in _serve goes on to the next request
-        elif self._queue or self.reader.refusal is not None:
-            self._serve()
-        else:
-            self._arm()  # the common case: nothing waits, the connection is idle again
+        elif not self._serving:  # (while serving, the loop in _serve goes on by itself)
+            if self._queue or self.reader.refusal is not None:
+                self._serve()
+            else:
+                self._arm()  # the common case: nothing waits, the connection is idle again
 
     def _close(self) -> None:
         if not self._closed:

@@ -87,15 +87,10 @@ class WebSocketProtocol(asyncio.Protocol):
             out.append(data)
 
     def write_now(self, data: bytes) -> None:
-        if self._out is not None:
+        if self._out is None:
+            self._send(data)
+        else:
             self._out.append(data)  # after what is queued, in order
-            return
-        transport = self.transport
-        if transport.is_closing():
-            return
-        transport.write(data)
-        if transport.get_write_buffer_size() > self.server.limits.app_hard_bytes:
-            self.session.overflowed()
 
     def flush(self) -> None:
         """Write everything queued in this loop turn as one `transport.write`."""
@@ -103,10 +98,13 @@ class WebSocketProtocol(asyncio.Protocol):
         if out is None:
             return
         self._out = None
+        self._send(out[0] if len(out) == 1 else b"".join(out))
+
+    def _send(self, data: bytes) -> None:
         transport = self.transport
         if transport.is_closing():
             return
-        transport.write(out[0] if len(out) == 1 else b"".join(out))
+        transport.write(data)
         if transport.get_write_buffer_size() > self.server.limits.app_hard_bytes:
             self.session.overflowed()
 
