@@ -1,12 +1,27 @@
 # cython: language_level=3
-"""HTTP/1.1 request reading on httptools; the compiled twin of `clientmcp_fast/_pure/http_reader.py`.
+"""HTTP/1.1 request reading on httptools' llhttp, driven from C; the compiled twin of `clientmcp_fast/_pure/http_reader.py`.
 
-Same contract, tested for identical results: httptools calls back once per header, and
-here each callback runs in C rather than in the interpreter, which is most of the
-per-request cost of reading a request.
+httptools' Python API hands each URL piece, header and body piece to a Python callback,
+making two bytes objects per header on the way: that was most of the cost of reading a
+request. Here the same parser, the llhttp inside httptools' own loaded module (its
+functions found by name at import), calls C functions of this module instead. A header
+name the bridge knows becomes a shared, already-hashed key without a new object, and
+the version is read as two numbers rather than a formatted string.
+
+The contract is the twin's, tested for identical results on the same bytes however
+they are cut: the moments the head limit is checked follow httptools' own (a header
+counts once it is complete), so both refuse at the same byte.
 """
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_SetDefault, PyDict_Size
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.object cimport PyObject
+from libc.string cimport memcmp, memcpy, memset
+from posix.dlfcn cimport RTLD_NOW, dlerror, dlopen, dlsym
+
 import httptools
+import httptools.parser.parser as httptools_parser
 
 from clientmcp_fast._pure.errors import RequestRefused
 from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO
@@ -15,22 +30,227 @@ from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
 from clientmcp_fast._speedups.routing import route
 
-cdef object HttpParserUpgrade = httptools.HttpParserUpgrade
-cdef object HttpParserError = httptools.HttpParserError
+cdef extern from "<dlfcn.h>":
+    enum:
+        RTLD_NOLOAD
+
+cdef extern from "Python.h":
+    dict _PyDict_NewPresized(Py_ssize_t minused)
+
 cdef Py_ssize_t MAX_BODY = MAX_MESSAGE_BYTES
+cdef int HTTP_REQUEST = 1
+cdef int HPE_OK = 0
+cdef int HPE_PAUSED_UPGRADE = 22
+cdef str HEAD_TOO_LARGE = "request head larger than the limit"
+
+# -- llhttp, from httptools' module ------------------------------------------------------------
+
+if not httptools.__version__.startswith("0.9."):
+    # The layouts in http_reader.pxd are llhttp 9.4's, as httptools 0.9 carries it.
+    raise ImportError(f"the compiled request reader is built for httptools 0.9, not {httptools.__version__}")
+
+ctypedef void (*init_fn)(llhttp_t*, int, const llhttp_settings_t*) noexcept
+ctypedef void (*settings_init_fn)(llhttp_settings_t*) noexcept
+ctypedef int (*execute_fn)(llhttp_t*, const char*, size_t) noexcept
+ctypedef void (*resume_fn)(llhttp_t*) noexcept
+ctypedef const char* (*error_pos_fn)(const llhttp_t*) noexcept
+ctypedef int (*keep_alive_fn)(const llhttp_t*) noexcept
+ctypedef const char* (*method_name_fn)(int) noexcept
+
+
+cdef void* _symbol(void* library, bytes name) except NULL:
+    found = dlsym(library, name)
+    if found == NULL:
+        raise ImportError(f"httptools' module has no {name.decode()}")
+    return found
+
+
+cdef void* _library = dlopen(httptools_parser.__file__.encode(), RTLD_NOW | RTLD_NOLOAD)
+if _library == NULL:
+    raise ImportError(f"cannot open httptools' parser module: {(<bytes>dlerror()).decode(errors='replace')}")
+cdef init_fn llhttp_init = <init_fn>_symbol(_library, b"llhttp_init")
+cdef settings_init_fn llhttp_settings_init = <settings_init_fn>_symbol(_library, b"llhttp_settings_init")
+cdef execute_fn llhttp_execute = <execute_fn>_symbol(_library, b"llhttp_execute")
+cdef resume_fn llhttp_resume_after_upgrade = <resume_fn>_symbol(_library, b"llhttp_resume_after_upgrade")
+cdef error_pos_fn llhttp_get_error_pos = <error_pos_fn>_symbol(_library, b"llhttp_get_error_pos")
+cdef keep_alive_fn llhttp_should_keep_alive = <keep_alive_fn>_symbol(_library, b"llhttp_should_keep_alive")
+cdef method_name_fn llhttp_method_name = <method_name_fn>_symbol(_library, b"llhttp_method_name")
+
+# One settings table serves every reader: a callback finds its reader through `data`.
+cdef llhttp_settings_t SETTINGS
+llhttp_settings_init(&SETTINGS)
+
+# -- header names ------------------------------------------------------------------------------
+
+# The names the bridge reads, and those most clients send: each is one shared bytes object,
+# its hash computed once, found by length and bytes rather than lower-cased and hashed anew.
+cdef tuple KNOWN_NAMES = (
+    b"accept",
+    b"accept-encoding",
+    b"access-control-request-headers",
+    b"access-control-request-method",
+    b"authorization",
+    b"cache-control",
+    b"connection",
+    b"content-length",
+    b"content-type",
+    b"expect",
+    b"host",
+    b"last-event-id",
+    b"mcp-method",
+    b"mcp-name",
+    b"mcp-protocol-version",
+    b"mcp-session-id",
+    b"origin",
+    b"sec-websocket-extensions",
+    b"sec-websocket-key",
+    b"sec-websocket-protocol",
+    b"sec-websocket-version",
+    b"transfer-encoding",
+    b"upgrade",
+    b"user-agent",
+)
+for _name in KNOWN_NAMES:
+    hash(_name)
+# Method names by llhttp's number, made once each (llhttp has fewer than 64 methods).
+cdef list METHOD_NAMES = [None] * 64
+
+
+cdef object _lowered_name(const char* name, Py_ssize_t size):
+    """The lower-cased header name, shared when it is a known one."""
+    cdef char lowered[64]
+    cdef Py_ssize_t i
+    cdef char c
+    cdef bytes known
+    if size > 64:
+        return PyBytes_FromStringAndSize(name, size).lower()
+    for i in range(size):
+        c = name[i]
+        lowered[i] = c + 32 if 65 <= c <= 90 else c  # A-Z only, as bytes.lower()
+    for known in KNOWN_NAMES:
+        if PyBytes_GET_SIZE(known) == size and memcmp(PyBytes_AS_STRING(known), lowered, size) == 0:
+            return known
+    return PyBytes_FromStringAndSize(lowered, size)
+
+
+cdef int _span_add(Span* span, const char* at, size_t length) except -1:
+    cdef Py_ssize_t needed = span.size + <Py_ssize_t>length
+    cdef char* grown
+    if needed > span.capacity:
+        grown = <char*>PyMem_Realloc(span.data, needed if needed > 64 else 64)
+        if grown == NULL:
+            raise MemoryError()
+        span.data = grown
+        span.capacity = needed if needed > 64 else 64
+    memcpy(span.data + span.size, at, length)
+    span.size = needed
+    span.present = True
+    return 0
+
+
+cdef inline void _span_clear(Span* span) noexcept:
+    span.size = 0
+    span.present = False
+
+
+# -- the callbacks llhttp makes: each hands over to its reader --------------------------------
+
+
+cdef int on_message_begin(llhttp_t* parser) noexcept:
+    try:
+        return -1 if (<RequestReader>parser.data)._message_begin() else 0
+    except BaseException:
+        return -1
+
+
+cdef int on_url(llhttp_t* parser, const char* at, size_t length) noexcept:
+    try:
+        return -1 if (<RequestReader>parser.data)._url(at, length) else 0
+    except BaseException:
+        return -1
+
+
+cdef int on_header_field(llhttp_t* parser, const char* at, size_t length) noexcept:
+    try:
+        return -1 if (<RequestReader>parser.data)._header_field(at, length) else 0
+    except BaseException:
+        return -1
+
+
+cdef int on_header_value(llhttp_t* parser, const char* at, size_t length) noexcept:
+    try:
+        return -1 if (<RequestReader>parser.data)._header_value(at, length) else 0
+    except BaseException:
+        return -1
+
+
+cdef int on_headers_complete(llhttp_t* parser) noexcept:
+    try:
+        if (<RequestReader>parser.data)._headers_complete():
+            return -1
+    except BaseException:
+        return -1
+    # As httptools does: an upgrade request has no body, and parsing pauses after it.
+    return 1 if parser.upgrade else 0
+
+
+cdef int on_body(llhttp_t* parser, const char* at, size_t length) noexcept:
+    try:
+        return -1 if (<RequestReader>parser.data)._body_piece(at, length) else 0
+    except BaseException:
+        return -1
+
+
+cdef int on_message_complete(llhttp_t* parser) noexcept:
+    try:
+        return -1 if (<RequestReader>parser.data)._message_complete() else 0
+    except BaseException:
+        return -1
+
+
+cdef int on_chunk_header(llhttp_t* parser) noexcept:
+    try:
+        return -1 if (<RequestReader>parser.data)._chunk_header() else 0
+    except BaseException:
+        return -1
+
+
+cdef int on_chunk_complete(llhttp_t* parser) noexcept:
+    try:
+        # Trailer fields are headers too, as httptools reports them.
+        return -1 if (<RequestReader>parser.data)._report_header() else 0
+    except BaseException:
+        return -1
+
+
+SETTINGS.on_message_begin = on_message_begin
+SETTINGS.on_url = on_url
+SETTINGS.on_header_field = on_header_field
+SETTINGS.on_header_value = on_header_value
+SETTINGS.on_headers_complete = on_headers_complete
+SETTINGS.on_body = on_body
+SETTINGS.on_message_complete = on_message_complete
+SETTINGS.on_chunk_header = on_chunk_header
+SETTINGS.on_chunk_complete = on_chunk_complete
 
 
 cdef class RequestReader:
     """Parses one connection's requests into its queue; stops at an upgrade or a refusal."""
 
+    def __cinit__(self):
+        memset(&self._name, 0, sizeof(Span))
+        memset(&self._value, 0, sizeof(Span))
+
     def __init__(self, object queue, Py_ssize_t max_head_bytes, bint websocket_echo):
-        self._parser = httptools.HttpRequestParser(self)
+        llhttp_init(&self._llhttp, HTTP_REQUEST, &SETTINGS)
+        self._llhttp.data = <void*>self
         self._queue = queue
         self._max_head = max_head_bytes
         self._echo = websocket_echo
         self._new_message()
         self._reported = False
         self._http11 = True
+        self._pending = None
         self.in_head = False
         self.in_body = False
         self.expect_continue = False
@@ -38,33 +258,40 @@ cdef class RequestReader:
         self.upgrade = None
         self.refusal = None
 
-    cpdef feed(self, object data):
+    def __dealloc__(self):
+        PyMem_Free(self._name.data)
+        PyMem_Free(self._value.data)
+
+    cpdef feed(self, bytes data):
         """Parse `data`; complete requests are appended to the queue."""
+        cdef int error
+        cdef Py_ssize_t offset
         if self.stopped:
             return
         self._reported = False
-        try:
-            while True:
-                try:
-                    self._parser.feed_data(data)
+        while True:
+            error = llhttp_execute(&self._llhttp, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+            if error == HPE_OK:
+                break
+            if error == HPE_PAUSED_UPGRADE and self._llhttp.upgrade == 1:
+                offset = llhttp_get_error_pos(&self._llhttp) - PyBytes_AS_STRING(data)
+                llhttp_resume_after_upgrade(&self._llhttp)
+                data = data[offset:]
+                if self._hand_off(data) or not data:
                     break
-                except HttpParserUpgrade as upgrade:
-                    data = data[upgrade.args[0]:]
-                    if self._hand_off(data) or not data:
-                        break
-        except HttpParserError as error:
-            context = error.__context__
-            if isinstance(context, RequestRefused):
-                self._refuse(context.status, context.text)
+                continue
+            pending = self._pending
+            if pending is not None:
+                self._refuse(pending[0], pending[1])
             else:
                 self._refuse(400, "malformed HTTP request")
             return
         if self.in_head and not self._reported:
-            # httptools holds an unfinished header line without a callback: the chunks fed since
-            # the last callback are all part of it (see the twin).
+            # llhttp holds an unfinished header line without a callback here (see the twin):
+            # the chunks fed since the last reported piece are all part of it.
             self._unreported += len(data)
             if self._head_bytes + self._unreported > self._max_head:
-                self._refuse(431, "request head larger than the limit")
+                self._refuse(431, HEAD_TOO_LARGE)
 
     cdef bint _hand_off(self, bytes tail) except -1:
         queue = self._queue
@@ -86,104 +313,168 @@ cdef class RequestReader:
 
     cdef _new_message(self):
         self._target = b""
-        self._headers = {}
+        # Sized for a usual request's dozen headers, so that none of them makes the dict grow.
+        self._headers = _PyDict_NewPresized(12)
         self._repeated = None
         self._body = []
         self._body_size = 0
         self._head_bytes = 0
         self._unreported = 0
 
+    cdef bytes _method(self):
+        cdef int number = self._llhttp.method
+        name = METHOD_NAMES[number]
+        if name is None:
+            name = METHOD_NAMES[number] = <bytes>llhttp_method_name(number)
+        return name
+
     cdef _too_large(self):
         self._queue.append(
-            Request(self._parser.get_method(), self._target, self._headers, self._repeated or (), None, False, self._http11)
+            Request(self._method(), self._target, self._headers, self._repeated or (), None, False, self._http11)
         )
         self._body = []
         self.in_body = False
         self.stopped = True
 
-    # -- httptools callbacks ----------------------------------------------------------------
+    # -- what the callbacks do: 0 to carry on, 1 to stop (a refusal is pending, or the bytes are bad)
 
-    def on_message_begin(self):
+    cdef int _message_begin(self) except -1:
         if self.stopped:
-            return
+            return 0
         self.in_head = True
         self._new_message()
         self._reported = True
+        return 0
 
-    def on_url(self, bytes url):
+    cdef int _url(self, const char* at, size_t length) except -1:
+        url = PyBytes_FromStringAndSize(at, length)
         self._target = self._target + url if self._target else url
         self._unreported = 0
         self._reported = True
-        self._head_bytes += len(url)
+        self._head_bytes += length
         if self._head_bytes > self._max_head:
-            raise RequestRefused(431, "request head larger than the limit")
+            self._pending = (431, HEAD_TOO_LARGE)
+            return 1
+        return 0
 
-    def on_header(self, bytes name, bytes value):
+    cdef int _header_field(self, const char* at, size_t length) except -1:
+        if self._value.present and self._report_header():
+            return 1
+        return _span_add(&self._name, at, length)
+
+    cdef int _header_value(self, const char* at, size_t length) except -1:
+        return _span_add(&self._value, at, length)
+
+    cdef int _report_header(self) except -1:
+        """A header is complete (httptools' moment to call `on_header`): count it, keep it."""
+        if not self._value.present:
+            return 0
+        cdef Py_ssize_t name_size = self._name.size
+        value = PyBytes_FromStringAndSize(self._value.data, self._value.size)
+        name = _lowered_name(self._name.data, name_size)
+        _span_clear(&self._name)
+        _span_clear(&self._value)
         self._unreported = 0
         self._reported = True
-        self._head_bytes += len(name) + len(value) + 4
+        self._head_bytes += name_size + PyBytes_GET_SIZE(value) + 4
         if self._head_bytes > self._max_head:
-            raise RequestRefused(431, "request head larger than the limit")
-        lowered = name.lower()
+            self._pending = (431, HEAD_TOO_LARGE)
+            return 1
         headers = self._headers
-        count = len(headers)
+        cdef Py_ssize_t count = PyDict_Size(headers)
         # One lookup; an identity test would not do, as b"" and 1-byte values are shared objects.
-        first = headers.setdefault(lowered, value)
-        if len(headers) == count:
+        cdef PyObject* first = PyDict_SetDefault(headers, name, value)
+        if PyDict_Size(headers) == count:
             if self._repeated is None:
                 self._repeated = set()
-            self._repeated.add(lowered)
-            headers[lowered] = first + b", " + value
+            self._repeated.add(name)
+            headers[name] = <bytes>first + b", " + value
+        return 0
 
-    def on_headers_complete(self):
+    cdef int _headers_complete(self) except -1:
+        if self._report_header():
+            return 1
         if self.stopped:
-            return
+            return 0
         self.in_head = False
-        version = self._parser.get_http_version()
-        if version == "1.1":
+        if self._llhttp.http_major == 1 and self._llhttp.http_minor == 1:
             self._http11 = True
-        elif version == "1.0":
+        elif self._llhttp.http_major == 1 and self._llhttp.http_minor == 0:
             self._http11 = False
         else:
-            raise RequestRefused(505, "only HTTP/1.1 is served")
+            self._pending = (505, "only HTTP/1.1 is served")
+            return 1
         headers = self._headers
         encoding = headers.get(b"transfer-encoding")
         if encoding is not None and encoding.strip().lower() != b"chunked":
-            raise RequestRefused(501, "only the chunked transfer coding is supported")
+            self._pending = (501, "only the chunked transfer coding is supported")
+            return 1
         length = headers.get(b"content-length")
-        # llhttp accepted the value, so it is digits: only a 7-digit one can pass 4 MiB (a length
-        # compared first, as int() of bytes is one of the dearer steps of reading a head).
+        # llhttp accepted the value, so it is digits: only a 7-digit one can pass 4 MiB.
         if length is not None and len(length) >= 7 and int(length) > MAX_BODY:
             self._too_large()
-            return
+            return 0
         self.in_body = True
         expect = headers.get(b"expect")
         self.expect_continue = expect is not None and expect.lower() == b"100-continue"
+        return 0
 
-    def on_body(self, bytes body):
+    cdef int _body_piece(self, const char* at, size_t length) except -1:
         if self.stopped:
-            return
-        self._body_size += len(body)
+            return 0
+        self._body_size += length
         if self._body_size > MAX_BODY:
             self._too_large()
-            return
-        self._body.append(body)
+            return 0
+        self._body.append(PyBytes_FromStringAndSize(at, length))
+        return 0
 
-    def on_message_complete(self):
+    cdef int _message_complete(self) except -1:
         if self.stopped:
-            return
+            return 0
         self.in_body = False
         self.expect_continue = False
         body = self._body
-        parser = self._parser
         self._queue.append(
             Request(
-                parser.get_method(),
+                self._method(),
                 self._target,
                 self._headers,
                 self._repeated or (),
                 body[0] if len(body) == 1 else b"".join(body),
-                parser.should_keep_alive(),
+                llhttp_should_keep_alive(&self._llhttp) != 0,
                 self._http11,
             )
         )
+        return 0
+
+    cdef int _chunk_header(self) except -1:
+        # httptools refuses a header left half-read when a chunk begins; so does this.
+        if self._name.present or self._value.present:
+            return 1
+        return 0
+
+
+def _probe():
+    """Read requests with every part the bridge uses: the layouts above must be the loaded llhttp's."""
+    from collections import deque
+
+    queue = deque()
+    reader = RequestReader(queue, 4096, False)
+    reader.feed(b"POST /mcp/t HTTP/1.1\r\nHost: a\r\nX-Y: 1\r\nx-y: 2\r\nContent-Length: 2\r\n\r\n{}")
+    reader.feed(b"DELETE /mcp HTTP/1.0\r\n\r\n")
+    refused = reader.refusal
+    reader = RequestReader(queue, 4096, False)
+    reader.feed(b"GET /healthz HTTP/1.1\r\n\r\nGET /connect HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\ntail")
+    got = [(r.method, r.target, r.headers, set(r.repeated), r.body, r.keep_alive, r.http11) for r in queue]
+    expected = [
+        (b"POST", b"/mcp/t", {b"host": b"a", b"x-y": b"1, 2", b"content-length": b"2"}, {b"x-y"}, b"{}", True, True),
+        (b"DELETE", b"/mcp", {}, set(), b"", False, False),
+        (b"GET", b"/healthz", {}, set(), b"", True, True),
+        (b"GET", b"/connect", {b"upgrade": b"websocket", b"connection": b"Upgrade"}, set(), b"", True, True),
+    ]
+    if got != expected or refused or reader.refusal or reader.upgrade is None or reader.upgrade[1] != b"tail":
+        raise ImportError(f"httptools' llhttp does not read requests as this module expects: {got}")
+
+
+_probe()

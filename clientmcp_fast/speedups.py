@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import warnings
 
 NO_EXTENSIONS = (
     bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS")) or platform.python_implementation() != "CPython"
@@ -17,7 +18,13 @@ NO_EXTENSIONS = (
 if not NO_EXTENSIONS:
     try:
         from clientmcp_fast._speedups import frames, http_reader, routing
-    except ImportError:
+    except ModuleNotFoundError:
+        NO_EXTENSIONS = True  # not built (as the build said): nothing to add
+    except ImportError as error:
+        # Built, but refusing to run here (the request reader checks the httptools it drives).
+        warnings.warn(
+            f"clientmcp_fast extensions not used ({error}); using the pure-Python twins", stacklevel=1
+        )
         NO_EXTENSIONS = True
 
 if NO_EXTENSIONS:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 
 import pytest
 from wire import client_frame, mask_payload
@@ -140,6 +142,13 @@ _REQUESTS = [
     b"POST /mcp/tok HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
     b"GET /mcp HTTP/1.0\r\n\r\n",
     b"POST /mcp HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok",
+    # Known names in other cases, an empty value, a value's inner and trailing spaces.
+    b"HEAD /healthz HTTP/1.1\r\nHOST: a\r\nAccept-Encoding: gzip\r\nX-Empty:\r\nX-Spaces: a  b \r\n\r\n",
+    # A name longer than the compiled twin lowers in place.
+    b"OPTIONS /mcp HTTP/1.1\r\nOrigin: http://localhost\r\nX-" + b"LoNg" * 20 + b": v\r\n\r\n",
+    b"DELETE /mcp HTTP/1.1\r\nMcp-Session-Id: s\r\nmcp-session-id: t\r\nContent-Length: 0\r\n\r\n",
+    # Trailer fields after the last chunk (httptools reports them as headers).
+    b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-Trailer: t\r\n\r\n",
 ]
 _ENDINGS = [
     b"",
@@ -152,6 +161,13 @@ _ENDINGS = [
     b"GET / HTTP/1.1\r\nX: " + b"y" * 20_000 + b"\r\n\r\n",
     b"GET / HTTP/1.1\r\nX: " + b"y" * 20_000,
     b"BAD REQUEST LINE\r\n\r\n",
+    b"GET / HTTP/1.1\r\nX: a\r\n  folded\r\n\r\n",
+    b"GET / HTTP/1.1\r\nX: a\x00b\r\n\r\n",
+    b"GET / HTTP/1.1\r\nNoColon\r\n\r\n",
+    b"GET / HTTP/1.1\r\nX : y\r\n\r\n",
+    b"BREW /pot HTTP/1.1\r\n\r\n",
+    b"GET /" + b"u" * 20_000 + b" HTTP/1.1\r\n\r\n",
+    b"GET / HTTP/1.1\r\n" + b"X-A: " + b"b" * 100 + b"\r\n" + b"X-B: c\r\n" * 2500 + b"\r\n",
 ]
 
 
@@ -189,3 +205,42 @@ def test_request_reader_twins_agree_byte_at_a_time():
     pure = _read(pure_http_reader, chunks)
     assert pure == _read(compiled_http_reader, chunks)
     assert len(pure[0]) == len(kept_alive) + 1 and pure[1] is not None  # every request, then the upgrade
+
+
+@pytest.mark.parametrize("module", [pure_http_reader, compiled_http_reader], ids=["pure", "compiled"])
+def test_request_reader_reads_what_was_sent(module):
+    # Agreement alone would pass if both twins went wrong alike: these are the answers themselves.
+    requests, upgrade, state = _read(module, [b"".join(_REQUESTS[5:9])])
+    head, options, delete, chunked = requests
+    assert head[:2] == (b"HEAD", b"/healthz")
+    assert head[2] == {b"host": b"a", b"accept-encoding": b"gzip", b"x-empty": b"", b"x-spaces": b"a  b "}
+    assert options[2] == {b"origin": b"http://localhost", b"x-" + b"long" * 20: b"v"}
+    assert (delete[2][b"mcp-session-id"], delete[3]) == (b"s, t", {b"mcp-session-id"})
+    assert (chunked[2][b"x-trailer"], chunked[4]) == (b"t", b"a")
+    assert upgrade is None and state == (False, False, False, False, None)
+    many_headers = _ENDINGS[-1]
+    assert _read(module, [many_headers])[2][4] == (431, "request head larger than the limit")
+    assert _read(module, [_ENDINGS[-2]])[2][4] == (431, "request head larger than the limit")
+    assert _read(module, [b"GET / HTTP/1.1\r\nX: a\x00b\r\n\r\n"])[2][4] == (400, "malformed HTTP request")
+
+
+def test_built_extensions_that_refuse_to_load_fall_back_with_a_warning():
+    # As the request reader does under an httptools it was not built for: it raises ImportError.
+    script = """
+import sys, warnings
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name == "clientmcp_fast._speedups.http_reader":
+            raise ImportError("built for httptools 0.9, not 0.8")
+sys.meta_path.insert(0, Refuse())
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    from clientmcp_fast import speedups
+print(speedups.IMPLEMENTATION, [str(w.message) for w in caught])
+"""
+    env = {key: value for key, value in os.environ.items() if key != "CLIENTMCP_NO_EXTENSIONS"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.split(" ", 1) == [
+        "pure",
+        "['clientmcp_fast extensions not used (built for httptools 0.9, not 0.8); using the pure-Python twins']\n",
+    ]

@@ -2,8 +2,9 @@
 
 `RequestReader.feed()` turns the bytes of one connection into `Request` objects appended
 to the connection's queue, enforcing the head and body limits of BRIDGE.md §6. It is
-the parser's callback object, so each header costs one callback here: in the compiled
-twin that callback runs in C. What happens to a request is the connection's business.
+httptools' callback object, so each header costs a Python call here; the compiled twin
+drives the same llhttp from C, with no Python call per header. What happens to a
+request is the connection's business.
 """
 
 from __future__ import annotations
