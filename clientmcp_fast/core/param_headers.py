@@ -115,6 +115,8 @@ _CANONICAL_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
 def decode_header_value(value: str) -> str | None:
     """A header value with its `=?base64?...?=` wrapping undone; None when the wrapping is malformed."""
+    if not value.startswith("=?base64?"):
+        return value  # the usual case, told without running the pattern (an Mcp-Name on every call)
     match = _SENTINEL.fullmatch(value)
     if match is None:
         return value
