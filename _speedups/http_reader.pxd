@@ -74,7 +74,7 @@ cdef class RequestReader:
     cdef bint _echo
     cdef bytes _target
     cdef dict _headers
-    cdef object _repeated
+    cdef dict _repeated  # the values of each repeated header
     cdef list _body
     cdef Py_ssize_t _body_size
     cdef Py_ssize_t _head_bytes
@@ -96,6 +96,7 @@ cdef class RequestReader:
     cdef _refuse(self, int status, str text)
     cdef _new_message(self)
     cdef _too_large(self)
+    cdef _join_repeated(self)
     cdef bytes _method(self)
     cdef int _message_begin(self) except -1
     cdef int _url(self, const char* at, size_t length) except -1

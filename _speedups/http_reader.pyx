@@ -330,7 +330,15 @@ cdef class RequestReader:
 
     cdef _too_large(self):
         self._queue.append(
-            Request(self._method(), self._target, self._headers, self._repeated or (), None, False, self._http11)
+            Request(
+                self._method(),
+                self._target,
+                self._headers,
+                frozenset(self._repeated) if self._repeated else (),
+                None,
+                False,
+                self._http11,
+            )
         )
         self._body = []
         self.in_body = False
@@ -385,11 +393,21 @@ cdef class RequestReader:
         # One lookup; an identity test would not do, as b"" and 1-byte values are shared objects.
         cdef PyObject* first = PyDict_SetDefault(headers, name, value)
         if PyDict_Size(headers) == count:
-            if self._repeated is None:
-                self._repeated = set()
-            self._repeated.add(name)
-            headers[name] = <bytes>first + b", " + value
+            repeated = self._repeated
+            if repeated is None:
+                repeated = self._repeated = {}
+            values = repeated.get(name)
+            if values is None:
+                repeated[name] = [<bytes>first, value]
+            else:
+                values.append(value)
         return 0
+
+    cdef _join_repeated(self):
+        # Once the head (or trailer) is read, not at each repetition (see the twin).
+        headers = self._headers
+        for name, values in self._repeated.items():
+            headers[name] = b", ".join(values)
 
     cdef int _headers_complete(self) except -1:
         if self._report_header():
@@ -397,6 +415,8 @@ cdef class RequestReader:
         if self.stopped:
             return 0
         self.in_head = False
+        if self._repeated:
+            self._join_repeated()
         if self._llhttp.http_major == 1 and self._llhttp.http_minor == 1:
             self._http11 = True
         elif self._llhttp.http_major == 1 and self._llhttp.http_minor == 0:
@@ -434,13 +454,15 @@ cdef class RequestReader:
             return 0
         self.in_body = False
         self.expect_continue = False
+        if self._repeated:
+            self._join_repeated()  # again, for trailer fields repeating a name
         body = self._body
         self._queue.append(
             Request(
                 self._method(),
                 self._target,
                 self._headers,
-                self._repeated or (),
+                frozenset(self._repeated) if self._repeated else (),
                 body[0] if len(body) == 1 else b"".join(body),
                 llhttp_should_keep_alive(&self._llhttp) != 0,
                 self._http11,

@@ -149,6 +149,8 @@ _REQUESTS = [
     b"DELETE /mcp HTTP/1.1\r\nMcp-Session-Id: s\r\nmcp-session-id: t\r\nContent-Length: 0\r\n\r\n",
     # Trailer fields after the last chunk (httptools reports them as headers).
     b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-Trailer: t\r\n\r\n",
+    # A name repeated in the head and again in the trailer: one value, in order.
+    b"POST /mcp HTTP/1.1\r\nX-T: a\r\nTransfer-Encoding: chunked\r\nx-t: b\r\n\r\n0\r\nX-T: c\r\n\r\n",
 ]
 _ENDINGS = [
     b"",
@@ -217,6 +219,10 @@ def test_request_reader_reads_what_was_sent(module):
     assert options[2] == {b"origin": b"http://localhost", b"x-" + b"long" * 20: b"v"}
     assert (delete[2][b"mcp-session-id"], delete[3]) == (b"s, t", {b"mcp-session-id"})
     assert (chunked[2][b"x-trailer"], chunked[4]) == (b"t", b"a")
+    repeated = _read(module, [_REQUESTS[9]])[0][0]
+    assert (repeated[2][b"x-t"], repeated[3]) == (b"a, b, c", {b"x-t"})
+    many = _read(module, [b"GET / HTTP/1.1\r\n" + b"X: c\r\n" * 2000 + b"\r\n"])[0][0]
+    assert many[2][b"x"] == b", ".join([b"c"] * 2000)
     assert upgrade is None and state == (False, False, False, False, None)
     many_headers = _ENDINGS[-1]
     assert _read(module, [many_headers])[2][4] == (431, "request head larger than the limit")

@@ -51,7 +51,7 @@ class Request(msgspec.Struct):
     method: bytes
     target: bytes
     headers: dict[bytes, bytes]
-    repeated: frozenset[bytes] | set[bytes] | tuple[()]  # names that appeared more than once
+    repeated: frozenset[bytes] | tuple[()]  # names that appeared more than once
     body: bytes | None  # None: the body was larger than 4 MiB and was not read
     keep_alive: bool
     http11: bool = True  # False for HTTP/1.0, which has no chunked coding
