@@ -8,6 +8,7 @@ frames decoded by `tests/wire.py`, not by the module under test.
 from __future__ import annotations
 
 import struct
+import tracemalloc
 
 import pytest
 from fakes import RecordingLink
@@ -394,6 +395,24 @@ class TestFragmentation:
         assert conn.events == [("text", b"a" * (2 * MiB) + b"b" * (2 * MiB))]
         assert conn.link.writes == []
         assert len(conn.events[0][1]) == MAX_MESSAGE_BYTES  # type: ignore[arg-type]
+
+    def test_a_message_in_tiny_fragments_is_held_in_about_its_own_size(self, conn: Connection) -> None:
+        # Two-byte fragments of a 1 MiB message: kept as separate objects they took 64 MiB.
+        count = MiB // 2
+        stream = b"".join(
+            [client_frame(Op.TEXT, b"ab", fin=False)]
+            + [client_frame(Op.CONTINUATION, b"ab", fin=False)] * (count - 2)
+            + [client_frame(Op.CONTINUATION, b"ab")]
+        )
+        tracemalloc.start()
+        try:
+            for start in range(0, len(stream), 65_536):
+                conn.ws.receive_data(stream[start : start + 65_536])
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert conn.events == [("text", b"ab" * count)]
+        assert peak < 4 * MiB, peak
 
     def test_single_frame_over_4_mib_is_1009_from_its_header(self, conn: Connection) -> None:
         header = bytes((0x82, 0x80 | 127)) + struct.pack("!Q", MAX_MESSAGE_BYTES + 1) + MASK
