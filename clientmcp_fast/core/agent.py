@@ -33,6 +33,7 @@ from clientmcp_fast.core.jsonrpc import (
     Params,
     valid_id,
 )
+from clientmcp_fast.core.limits import MAX_BATCH_ELEMENTS
 from clientmcp_fast.core.param_headers import decode_header_value, param_header_problem
 from clientmcp_fast.core.tokens import ROLE_AGENT, TokenError, TokenVerifier
 from clientmcp_fast.log import logger
@@ -657,6 +658,14 @@ class AgentEndpoint:
             return
         if not elements:
             context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request: an empty batch")
+            return
+        if len(elements) > MAX_BATCH_ELEMENTS:
+            context.fail(
+                400,
+                NULL_ID,
+                INVALID_REQUEST,
+                f"Invalid Request: a batch of over {MAX_BATCH_ELEMENTS} elements",
+            )
             return
         _Batch(self, context, elements, now)
 

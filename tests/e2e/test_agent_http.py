@@ -821,6 +821,28 @@ async def test_batch_naming_a_later_revision_is_invalid(bridge):
     assert error_of(response) == (None, -32600)
 
 
+async def test_batch_of_over_a_thousand_elements_is_refused_and_others_carry_on(bridge):
+    """BRIDGE.md is silent: served in one loop turn, 4 MiB of `{}` elements stalled the bridge for seconds."""
+    body = b"[" + b",".join([b"{}"] * ((4 * 1024 * 1024 - 2) // 3)) + b"]"
+    async with online_app(bridge, "x", {"echo": echo}), http_client(bridge) as http:
+        exactly = http.post(
+            "/mcp", json=[legacy_body("ping", n) for n in range(1000)], headers=legacy_headers(bridge, "x")
+        )
+        too_many = http.post("/mcp", content=body, headers=legacy_headers(bridge, "x"))
+        other = http.post(
+            "/mcp", json=legacy_body("tools/call", 1, {"name": "echo"}), headers=legacy_headers(bridge, "x")
+        )
+        exactly, too_many, other = await asyncio.gather(exactly, too_many, other)
+    assert exactly.status_code == 200 and [a["id"] for a in exactly.json()] == list(range(1000))
+    assert too_many.status_code == 400
+    assert too_many.json()["error"] == {
+        "code": -32600,
+        "message": "Invalid Request: a batch of over 1000 elements",
+    }
+    assert other.status_code == 200 and other.json()["result"]["content"][0]["text"] == "{}"
+    await nothing_leaks(bridge)
+
+
 # -- BRIDGE.md §5.1: modern mapping -----------------------------------------------------------
 
 
