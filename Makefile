@@ -15,7 +15,10 @@ PEERS := $(NODE_STAMP) $(AUTOBAHN_STAMP)
 
 .PHONY: demo test test-compiled test-pure peers bench bench-micro clean
 
-$(STAMP): pyproject.toml setup.py $(wildcard _speedups/*.pyx _speedups/*.pxd)
+# A typed module is compiled from its .py, typed by the .pxd beside it: a change to either rebuilds.
+TYPED := $(wildcard clientmcp_fast/*/*.pxd)
+
+$(STAMP): pyproject.toml setup.py $(wildcard _speedups/*.pyx _speedups/*.pxd) $(TYPED) $(TYPED:.pxd=.py)
 	$(PYTHON) -m venv $(VENV)
 	CLIENTMCP_BUILD_EXTENSION=yes $(BIN)/pip install --quiet -e '.[test]'
 	touch $@
@@ -60,4 +63,4 @@ bench-micro: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python -m pytest bench/micro -q $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info clientmcp_fast/_speedups/*.so _speedups/*.c bench/_build node_modules $(AUTOBAHN) reports
+	rm -rf $(VENV) build *.egg-info clientmcp_fast/*/*.so _speedups/*.c bench/_build node_modules $(AUTOBAHN) reports

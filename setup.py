@@ -1,16 +1,23 @@
-"""Builds the Cython hot paths in `_speedups/` as `clientmcp_fast._speedups.*`; metadata is in pyproject.toml.
+"""Builds the Cython hot paths in `_speedups/` and the typed modules; metadata is in pyproject.toml.
 
-CLIENTMCP_NO_EXTENSIONS=1 builds nothing (the pure twins are used). A failed build falls
-back to the twins with a warning, unless CLIENTMCP_BUILD_EXTENSION=yes makes it an error.
+The hot paths become `clientmcp_fast._speedups.*`; a typed module (a .py with a .pxd beside it)
+is compiled from its own .py, under its own name. CLIENTMCP_NO_EXTENSIONS=1 builds nothing (the
+pure twins and the .py run). A failed build falls back to those with a warning, unless
+CLIENTMCP_BUILD_EXTENSION=yes makes it an error.
 """
 
 import os
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 MODULES = ("frames", "routing", "http_reader")
+# Modules compiled from their own .py: those with a .pxd beside it, which types their classes
+# (Cython's pure Python mode). The .py stays the source, and runs interpreted with
+# CLIENTMCP_NO_EXTENSIONS=1 (clientmcp_fast/__init__.py); speedups.TYPED_MODULES lists them too.
+TYPED = sorted(".".join(pxd.with_suffix("").parts) for pxd in Path("clientmcp_fast").rglob("*.pxd"))
 NO_EXTENSIONS = bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS"))
 REQUIRED = os.environ.get("CLIENTMCP_BUILD_EXTENSION", "").lower() in ("1", "yes", "true")
 
@@ -18,17 +25,27 @@ REQUIRED = os.environ.get("CLIENTMCP_BUILD_EXTENSION", "").lower() in ("1", "yes
 class OptionalBuildExt(build_ext):
     """build_ext that warns and carries on without the extensions when they cannot be built."""
 
+    typed_failed = False
+
     def run(self):
         try:
             super().run()
         except Exception as error:  # noqa: BLE001 - any build failure falls back to the twins
             self._fallback(error)
+            self.typed_failed = True
+        if self.typed_failed:
+            # The typed modules cimport one another's classes: all of them compiled, or none.
+            for ext in self.extensions:
+                path = self.get_ext_fullpath(ext.name)
+                if ext.name in TYPED and os.path.exists(path):
+                    os.remove(path)
 
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
         except Exception as error:  # noqa: BLE001
             self._fallback(error)
+            self.typed_failed = self.typed_failed or ext.name in TYPED
 
     def _fallback(self, error):
         if REQUIRED:
@@ -59,7 +76,20 @@ def extensions():
     )
     for extension in compiled:
         extension.name = f"clientmcp_fast._speedups.{extension.name}"
-    return compiled
+    try:
+        # The types come from the .pxd only: the modules' annotations are loose, and stay hints.
+        typed = cythonize(
+            [Extension(name, [name.replace(".", "/") + ".py"]) for name in TYPED],
+            compiler_directives={"language_level": "3", "annotation_typing": False, "binding": True},
+            build_dir="build/cython",
+            quiet=True,
+        )
+    except Exception as error:  # noqa: BLE001 - the .py then run interpreted
+        if REQUIRED:
+            raise
+        print(f"WARNING: typed modules not compiled ({error}); their .py run interpreted", file=sys.stderr)
+        typed = []
+    return compiled + typed
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

@@ -3,17 +3,24 @@
 `CLIENTMCP_NO_EXTENSIONS=1` (or a Python other than CPython) selects the twins;
 otherwise the compiled modules are used when they were built. `IMPLEMENTATION` says
 which is live: "compiled" or "pure".
+
+`TYPED_MODULES` have no twin: each .py is itself compiled, typed by the .pxd beside it,
+and runs compiled whenever it was built, unless CLIENTMCP_NO_EXTENSIONS=1 (or another
+Python) makes the package import every module from its .py (see clientmcp_fast/__init__.py).
 """
 
 from __future__ import annotations
 
-import os
-import platform
 import warnings
 
-NO_EXTENSIONS = (
-    bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS")) or platform.python_implementation() != "CPython"
+import clientmcp_fast
+
+TYPED_MODULES = tuple(
+    f"clientmcp_fast.{name}"
+    for name in ("core.calls", "core.bridge", "core.channel", "core.websocket", "core.agent")
 )
+
+NO_EXTENSIONS = clientmcp_fast.NO_EXTENSIONS
 
 if not NO_EXTENSIONS:
     try:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 import subprocess
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
 
 import pytest
 from wire import client_frame, mask_payload
@@ -34,6 +37,27 @@ def test_live_implementation_is_the_one_asked_for():
         assert speedups.IMPLEMENTATION == "compiled"
         assert speedups.FrameReader is compiled_frames.FrameReader
         assert speedups.RequestReader is compiled_http_reader.RequestReader
+
+
+def test_typed_modules_are_compiled_or_interpreted_as_asked():
+    # The modules compiled from their own .py are exactly those with a .pxd beside the .py.
+    package = Path(speedups.__file__).parent
+    typed = {
+        "clientmcp_fast." + ".".join(pxd.relative_to(package).with_suffix("").parts)
+        for pxd in package.rglob("*.pxd")
+    }
+    assert typed == set(speedups.TYPED_MODULES)
+    pure = bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS"))
+    for name in speedups.TYPED_MODULES:
+        module = importlib.import_module(name)
+        built = Path(module.__file__)
+        assert built.suffix == ".py" if pure else module.__file__.endswith(tuple(EXTENSION_SUFFIXES)), built
+        if not pure:
+            # A .py edited since the build would not be what runs: `make test` rebuilds first.
+            sources = [built.with_name(built.name.split(".")[0] + suffix) for suffix in (".py", ".pxd")]
+            assert all(built.stat().st_mtime >= source.stat().st_mtime for source in sources), (
+                f"{name} was built before its .py or .pxd last changed: rebuild it"
+            )
 
 
 def _client_frame(rnd: random.Random, opcode: int, payload: bytes, fin=True, masked=True, rsv=0) -> bytes:

@@ -1,0 +1,35 @@
+# Typed declarations of agent.py for its compiled build (Cython pure-Python mode): see setup.py.
+
+from clientmcp_fast.core.bridge cimport Bridge
+from clientmcp_fast.core.calls cimport Call
+
+
+cdef class _Context(Call):
+    cdef public object exchange
+    cdef public object client_id
+    cdef public object cors
+    cdef public bint json_ok
+    cdef public Bridge bridge
+    cdef public object id_json
+    cdef public bint modern
+    cdef public object session
+
+    cpdef reply(self, body, extra=*)
+    cpdef fail(self, status, id_json, code, message, data=*)
+    cpdef accepted(self)
+    cpdef start_call(self, Bridge bridge, app, tool, arguments, modern, id_json, session, now)
+    cpdef _finish(self, body)
+
+
+cdef class AgentEndpoint:
+    cdef public Bridge bridge
+    cdef public object verifier
+    cdef public object allowed_origins
+    cdef public dict _accept_cache
+
+    cpdef handle(self, exchange, path_token, now)
+    cpdef _authenticate(self, exchange, path_token, cors, now)
+    cpdef _route(self, _Context context, message, now)
+    cpdef _legacy(self, _Context context, message, version, now)
+    cpdef _modern(self, _Context context, message, now)
+    cpdef _call(self, _Context context, id_json, params, modern, session, now)

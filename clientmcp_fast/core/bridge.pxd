@@ -1,0 +1,25 @@
+# Typed declarations of bridge.py for its compiled build (Cython pure-Python mode): see setup.py.
+
+from clientmcp_fast.core.calls cimport Call, InFlightCalls
+from clientmcp_fast.core.channel cimport AppChannel
+
+
+cdef class Bridge:
+    cdef public object limits
+    cdef public object verifier
+    cdef public object max_app_connections
+    cdef public object _max_calls_per_app
+    cdef public dict apps
+    cdef public object app_connections
+    cdef public InFlightCalls calls
+    cdef public dict streams
+    cdef public object stream_count
+    cdef public bint shutting_down
+    cdef public object _wake
+    cdef public object _sweep_every
+    cdef public object _sweep_at
+    cdef public object _streams_tick_at
+
+    cpdef complete(self, Call call, result, has_result_type)
+    cpdef start_call(self, AppChannel app, tool, arguments, Call call, now)
+    cpdef abandon(self, Call call)

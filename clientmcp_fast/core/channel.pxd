@@ -1,0 +1,20 @@
+# Typed declarations of channel.py for its compiled build (Cython pure-Python mode): see setup.py.
+
+from clientmcp_fast.core.bridge cimport Bridge
+from clientmcp_fast.core.websocket cimport WebSocket
+
+
+cdef class AppChannel:
+    cdef public Bridge bridge
+    cdef public WebSocket ws
+    cdef public object client_id
+    cdef public object toolset
+    cdef public dict calls
+    cdef public object last_seen
+    cdef public object congested_since
+
+    cpdef receive_data(self, data, now)
+    cpdef close(self, code, reason)
+    cpdef on_exact_ping(self)
+    cpdef on_text(self, payload)
+    cpdef _on_result(self, message)

@@ -1,0 +1,16 @@
+# Typed declarations of websocket.py for its compiled build (Cython pure-Python mode): see setup.py.
+
+cdef class WebSocket:
+    cdef public object _reader
+    cdef public object _link
+    cdef public object _handler
+    cdef public object _parts
+    cdef public object _parts_opcode
+    cdef public object _parts_size
+    cdef public object _utf8
+    cdef public object state
+
+    cpdef receive_data(self, data)
+    cpdef send_text(self, payload)
+    cpdef send_frame(self, frame)
+    cpdef close(self, code, reason)
