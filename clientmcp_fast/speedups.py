@@ -17,7 +17,15 @@ import clientmcp_fast
 
 TYPED_MODULES = tuple(
     f"clientmcp_fast.{name}"
-    for name in ("core.calls", "core.bridge", "core.channel", "core.websocket", "core.agent")
+    for name in (
+        "core.calls",
+        "core.bridge",
+        "core.channel",
+        "core.websocket",
+        "core.agent",
+        "net.http",
+        "net.websocket",
+    )
 )
 
 NO_EXTENSIONS = clientmcp_fast.NO_EXTENSIONS

@@ -83,8 +83,12 @@ class HttpExchange:
         self._conn.finish(self, LAST_CHUNK if request.http11 else b"", self._conn.must_close(request))
 
 
-class HttpProtocol(asyncio.Protocol):
-    """One HTTP/1.1 connection from an agent (or from an app, until its upgrade)."""
+class HttpProtocol:
+    """One HTTP/1.1 connection from an agent (or from an app, until its upgrade).
+
+    An asyncio protocol by its methods, not by inheritance (asyncio and uvloop call them by
+    name): a class compiled as a cdef class (http.pxd) cannot derive from a Python class.
+    """
 
     __slots__ = (
         "server",

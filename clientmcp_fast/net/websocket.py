@@ -29,8 +29,12 @@ class Session(Protocol):
     def overflowed(self) -> None: ...
 
 
-class WebSocketProtocol(asyncio.Protocol):
-    """Owns the transport of one WebSocket and is the core's `Link`: writes are coalesced."""
+class WebSocketProtocol:
+    """Owns the transport of one WebSocket and is the core's `Link`: writes are coalesced.
+
+    An asyncio protocol by its methods, not by inheritance (asyncio and uvloop call them by
+    name): a class compiled as a cdef class (websocket.pxd) cannot derive from a Python class.
+    """
 
     __slots__ = ("transport", "server", "session", "_out", "_close_timer", "_time")
 
@@ -55,6 +59,9 @@ class WebSocketProtocol(asyncio.Protocol):
         self.transport.resume_reading()
 
     # -- asyncio.Protocol -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        """Never called: the transport is handed over already connected (`set_protocol`)."""
 
     def data_received(self, data: bytes) -> None:
         self.session.receive_data(data, self._time())

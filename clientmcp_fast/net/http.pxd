@@ -1,0 +1,37 @@
+# Typed declarations of http.py for its compiled build (Cython pure-Python mode): see setup.py.
+
+cdef class HttpExchange:
+    cdef public object request
+    cdef public object on_abandon
+    cdef public HttpProtocol _conn
+    cdef public int _state
+
+    cpdef respond(self, status, headers, body)
+    cpdef start_stream(self, headers)
+    cpdef stream(self, data)
+    cpdef end_stream(self)
+
+
+cdef class HttpProtocol:
+    cdef public object server
+    cdef public object transport
+    cdef public object reader
+    cdef public object deadline
+    cdef public object _limits
+    cdef public object _time
+    cdef public int _phase
+    cdef public object _queue
+    cdef public HttpExchange _current
+    cdef public bint _serving
+    cdef public bint _closed
+    cdef public bint _pipeline_paused
+    cdef public bint _write_paused
+
+    cpdef data_received(self, data)
+    cpdef _arm(self)
+    cpdef _serve(self)
+    cpdef _dispatch(self, HttpExchange exchange)
+    cpdef bint must_close(self, request)
+    cpdef write(self, data)
+    cpdef finish(self, HttpExchange exchange, data, close)
+    cpdef _close(self)
