@@ -6,7 +6,6 @@ cdef class WebSocket:
     cdef public object _handler
     cdef public object _parts
     cdef public object _parts_opcode
-    cdef public object _parts_size
     cdef public object _utf8
     cdef public object state
 
