@@ -80,7 +80,12 @@ def extensions():
         # The types come from the .pxd only: the modules' annotations are loose, and stay hints.
         typed = cythonize(
             [Extension(name, [name.replace(".", "/") + ".py"]) for name in TYPED],
-            compiler_directives={"language_level": "3", "annotation_typing": False, "binding": True, "nonecheck": True},
+            compiler_directives={
+                "language_level": "3",
+                "annotation_typing": False,
+                "binding": True,
+                "nonecheck": True,
+            },
             build_dir="build/cython",
             quiet=True,
         )
