@@ -1,5 +1,7 @@
 # Typed declarations of agent.py for its compiled build (Cython pure-Python mode): see setup.py.
 
+cimport cython
+
 from clientmcp_fast.core.bridge cimport Bridge
 from clientmcp_fast.core.calls cimport Call
 
@@ -27,9 +29,12 @@ cdef class AgentEndpoint:
     cdef public object allowed_origins
     cdef public dict _accept_cache
 
+    @cython.locals(headers=dict, method=bytes)
     cpdef handle(self, exchange, path_token, now)
     cpdef _authenticate(self, exchange, path_token, cors, now)
+    @cython.locals(headers=dict)
     cpdef _route(self, _Context context, message, now)
     cpdef _legacy(self, _Context context, message, version, now)
+    @cython.locals(headers=dict)
     cpdef _modern(self, _Context context, message, now)
     cpdef _call(self, _Context context, id_json, params, modern, session, now)
