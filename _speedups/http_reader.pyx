@@ -153,6 +153,15 @@ cdef inline void _span_clear(Span* span) noexcept:
     span.present = False
 
 
+cdef inline void _span_shrink(Span* span) noexcept:
+    # A connection keeps its buffers between requests, sized by its longest header so far:
+    # one large header must not cost every idle keep-alive connection that much for good.
+    if span.capacity > 1024:
+        PyMem_Free(span.data)
+        span.data = NULL
+        span.capacity = 0
+
+
 # -- the callbacks llhttp makes: each hands over to its reader --------------------------------
 
 
@@ -412,6 +421,8 @@ cdef class RequestReader:
     cdef int _headers_complete(self) except -1:
         if self._report_header():
             return 1
+        _span_shrink(&self._name)
+        _span_shrink(&self._value)
         if self.stopped:
             return 0
         self.in_head = False
