@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 import orjson
+from msgspec import UNSET
 
 from clientmcp_fast import __version__
 from clientmcp_fast.core import jsonrpc, outcomes
@@ -490,7 +491,7 @@ class AgentEndpoint:
         if header is not None:
             header_version = _header_text(header, _HEADER_VERSIONS)
         params = message.params
-        meta = params.meta if params is not msgspec.UNSET else None
+        meta = params.meta if params is not UNSET else None
         body_version = meta.get(META_VERSION) if isinstance(meta, dict) else None
         if not isinstance(body_version, str):
             body_version = None
@@ -521,7 +522,7 @@ class AgentEndpoint:
     def _modern(self, context: _Context, message: Message, now: float) -> None:
         id_json = valid_id(message.id)
         method = message.method
-        if message.id is msgspec.UNSET and isinstance(method, str):
+        if message.id is UNSET and isinstance(method, str):
             context.accepted()  # notifications are accepted and ignored (BRIDGE.md §5.0)
             return
         if id_json is None or message.jsonrpc != "2.0" or not isinstance(method, str):
@@ -533,7 +534,7 @@ class AgentEndpoint:
                 "Invalid Request: one JSON-RPC request with a string or number id",
             )
             return
-        params = message.params if message.params is not msgspec.UNSET else Params()
+        params = message.params if message.params is not UNSET else Params()
         meta = params.meta
         if not isinstance(meta, dict) or META_VERSION not in meta or META_CAPABILITIES not in meta:
             context.fail(
@@ -609,13 +610,13 @@ class AgentEndpoint:
 
     def _legacy(self, context: _Context, message: Message, version: str, now: float) -> None:
         method = message.method
-        params = message.params if message.params is not msgspec.UNSET else Params()
-        if message.id is msgspec.UNSET:
+        params = message.params if message.params is not UNSET else Params()
+        if message.id is UNSET:
             if isinstance(method, str):
                 if method == "notifications/cancelled":
                     self._cancel(context, params)
                 context.accepted()
-            elif message.result is not msgspec.UNSET or message.error is not msgspec.UNSET:
+            elif message.result is not UNSET or message.error is not UNSET:
                 context.accepted()  # a response to a request we never send: nothing to do
             else:
                 context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request")
@@ -696,7 +697,7 @@ class AgentEndpoint:
 
     def _list(self, context: _Context, id_json: bytes, params: Params, modern: bool) -> None:
         cursor = params.cursor
-        if cursor is not msgspec.UNSET and cursor is not None:
+        if cursor is not UNSET and cursor is not None:
             context.fail(400 if modern else 200, id_json, INVALID_PARAMS, "Invalid params: unknown cursor")
             return
         app = self.bridge.apps.get(context.client_id)
@@ -723,7 +724,7 @@ class AgentEndpoint:
             context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: name must be a string")
             return
         arguments = params.arguments
-        if arguments is msgspec.UNSET or (len(arguments) == 4 and bytes(arguments) == b"null"):
+        if arguments is UNSET or (len(arguments) == 4 and bytes(arguments) == b"null"):
             arguments = b"{}"  # absent arguments reach the app as {} (BRIDGE.md §5.1)
         elif memoryview(arguments)[0] != 0x7B:  # "{"
             context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: arguments must be an object")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import msgspec
+from msgspec import UNSET
 
 from clientmcp_fast.core.messages import (
     BRIDGE_TYPES,
@@ -176,7 +177,7 @@ class AppChannel:
             self.close(4400, "result: id must be the call's id, a string")
             return
         result = message.result
-        if result is msgspec.UNSET:
+        if result is UNSET:
             self.close(4400, "result: result is missing")
             return
         try:
@@ -189,7 +190,7 @@ class AppChannel:
         call = self.calls.pop(call_id, None)
         if call is not None:
             # Unknown and finished ids are ignored, so cancel/result races are harmless.
-            self.bridge.complete(call, result, shape.resultType is not msgspec.UNSET)
+            self.bridge.complete(call, result, shape.resultType is not UNSET)
 
     def _on_register(self, message) -> None:
         try:
