@@ -23,7 +23,6 @@ from posix.dlfcn cimport RTLD_NOW, dlerror, dlopen, dlsym
 import httptools
 import httptools.parser.parser as httptools_parser
 
-from clientmcp_fast._pure.errors import RequestRefused
 from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO
 from clientmcp_fast.core.http import Request
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
