@@ -60,9 +60,6 @@ class WebSocketProtocol:
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        """Never called: the transport is handed over already connected (`set_protocol`)."""
-
     def data_received(self, data: bytes) -> None:
         self.session.receive_data(data, self._time())
 
