@@ -95,6 +95,7 @@ cdef class RequestReader:
     cdef bint _hand_off(self, bytes tail) except -1
     cdef _refuse(self, int status, str text)
     cdef _new_message(self)
+    cdef _add_request(self, object body, bint keep_alive)
     cdef _too_large(self)
     cdef _join_repeated(self)
     cdef bytes _method(self)

@@ -336,18 +336,14 @@ cdef class RequestReader:
             name = METHOD_NAMES[number] = <bytes>llhttp_method_name(number)
         return name
 
-    cdef _too_large(self):
+    cdef _add_request(self, object body, bint keep_alive):
+        repeated = frozenset(self._repeated) if self._repeated else ()
         self._queue.append(
-            Request(
-                self._method(),
-                self._target,
-                self._headers,
-                frozenset(self._repeated) if self._repeated else (),
-                None,
-                False,
-                self._http11,
-            )
+            Request(self._method(), self._target, self._headers, repeated, body, keep_alive, self._http11)
         )
+
+    cdef _too_large(self):
+        self._add_request(None, False)
         self._body = []
         self.in_body = False
         self.stopped = True
@@ -415,7 +411,8 @@ cdef class RequestReader:
         # Once the head (or trailer) is read, not at each repetition (see the twin).
         headers = self._headers
         for name, values in self._repeated.items():
-            headers[name] = b", ".join(values)
+            headers[name] = joined = b", ".join(values)
+            values[:] = (joined,)
 
     cdef int _headers_complete(self) except -1:
         if self._report_header():
@@ -467,17 +464,8 @@ cdef class RequestReader:
         if self._repeated:
             self._join_repeated()  # again, for trailer fields repeating a name
         body = self._body
-        self._queue.append(
-            Request(
-                self._method(),
-                self._target,
-                self._headers,
-                frozenset(self._repeated) if self._repeated else (),
-                body[0] if len(body) == 1 else b"".join(body),
-                llhttp_should_keep_alive(&self._llhttp) != 0,
-                self._http11,
-            )
-        )
+        keep_alive = llhttp_should_keep_alive(&self._llhttp) != 0
+        self._add_request(body[0] if len(body) == 1 else b"".join(body), keep_alive)
         return 0
 
     cdef int _chunk_header(self) except -1:

@@ -116,19 +116,24 @@ class RequestReader:
         self._head_bytes = 0  # of the head in progress, as its callbacks report it
         self._unreported = 0  # bytes fed since the last head callback, while in a head
 
-    def _too_large(self) -> None:
-        # Answered (413) without reading the body, which is why the connection then closes.
+    def _add_request(self, body: bytes | None, keep_alive: bool) -> None:
+        """The request read so far joins the queue, with this body."""
+        repeated = frozenset(self._repeated) if self._repeated else ()
         self._queue.append(
             Request(
                 self._parser.get_method(),
                 self._target,
                 self._headers,
-                frozenset(self._repeated) if self._repeated else (),
-                None,
-                False,
+                repeated,
+                body,
+                keep_alive,
                 self._http11,
             )
         )
+
+    def _too_large(self) -> None:
+        # Answered (413) without reading the body, which is why the connection then closes.
+        self._add_request(None, False)
         self._body = []
         self.in_body = False
         self.stopped = True
@@ -175,9 +180,12 @@ class RequestReader:
         """Give each repeated header its values joined with ", " (RFC 9110 §5.3)."""
         # Joined once the head (or the trailer) is read, not at each repetition: that would copy
         # the value so far every time, quadratic in the head (3 s of CPU for a 1 MiB head).
+        # Each list is left holding its one joined value, so that joining again after a
+        # trailer copies nothing for names the trailer does not repeat.
         headers = self._headers
         for name, values in self._repeated.items():  # type: ignore[union-attr]
-            headers[name] = b", ".join(values)
+            headers[name] = joined = b", ".join(values)
+            values[:] = (joined,)
 
     def on_headers_complete(self) -> None:
         if self.stopped:
@@ -224,15 +232,4 @@ class RequestReader:
         if self._repeated:
             self._join_repeated()  # again, for trailer fields repeating a name
         body = self._body
-        parser = self._parser
-        self._queue.append(
-            Request(
-                parser.get_method(),
-                self._target,
-                self._headers,
-                frozenset(self._repeated) if self._repeated else (),
-                body[0] if len(body) == 1 else b"".join(body),
-                parser.should_keep_alive(),
-                self._http11,
-            )
-        )
+        self._add_request(body[0] if len(body) == 1 else b"".join(body), self._parser.should_keep_alive())
