@@ -16,7 +16,7 @@ from clientmcp_fast.core.echo import EchoSession
 from clientmcp_fast.core.tokens import TokenVerifier
 from clientmcp_fast.log import logger
 from clientmcp_fast.net.http import HttpProtocol
-from clientmcp_fast.net.websocket import WebSocketProtocol
+from clientmcp_fast.net.websocket import WebSocketProtocol, WriteQueue
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.limits import Limits
@@ -67,7 +67,7 @@ class Server:
         self.shutting_down = False
         self.port = settings.port
         self._listener: asyncio.base_events.Server | None = None
-        self._dirty: list[WebSocketProtocol] = []
+        self.writes = WriteQueue(self.loop.call_soon)  # coalesced writes to apps
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._http_sweep: asyncio.TimerHandle | None = None
@@ -138,19 +138,6 @@ class Server:
     def websocket_closed(self, protocol: WebSocketProtocol) -> None:
         self.websockets.discard(protocol)
 
-    def flush_soon(self, protocol: WebSocketProtocol) -> None:
-        """Write `protocol`'s queued frames at the end of this loop turn, with everything else queued."""
-        dirty = self._dirty
-        dirty.append(protocol)
-        if len(dirty) == 1:
-            self.loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        dirty = self._dirty
-        self._dirty = []
-        for protocol in dirty:
-            protocol.flush()
-
     # -- the core's timers ------------------------------------------------------------------
 
     def wake(self, when: float) -> None:
@@ -184,7 +171,7 @@ class Server:
         self.bridge.shutdown()
         for conn in list(self.http_connections):
             conn.shutdown()
-        self._flush()
+        self.writes.flush()
         give_up = self.loop.time() + SHUTDOWN_GRACE_SECONDS
         while (self.http_connections or self.websockets) and self.loop.time() < give_up:
             await asyncio.sleep(0.02)

@@ -1,5 +1,13 @@
 # Typed declarations of websocket.py for its compiled build (Cython pure-Python mode): see setup.py.
 
+cdef class WriteQueue:
+    cdef public list _dirty
+    cdef public object _call_soon
+
+    cpdef add(self, WebSocketProtocol protocol)
+    cpdef flush(self)
+
+
 cdef class WebSocketProtocol:
     cdef public object transport
     cdef public object server
@@ -7,6 +15,8 @@ cdef class WebSocketProtocol:
     cdef public object _out
     cdef public object _close_timer
     cdef public object _time
+    cdef public WriteQueue _writes
+    cdef public Py_ssize_t _hard_bytes
 
     cpdef data_received(self, data)
     cpdef write(self, data)

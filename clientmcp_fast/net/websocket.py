@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -29,6 +30,30 @@ class Session(Protocol):
     def overflowed(self) -> None: ...
 
 
+class WriteQueue:
+    """The WebSockets that queued frames in this loop turn: each written once, at the turn's end."""
+
+    __slots__ = ("_dirty", "_call_soon")
+
+    def __init__(self, call_soon: Callable[[Callable[[], None]], object]) -> None:
+        self._dirty: list[WebSocketProtocol] = []
+        self._call_soon = call_soon  # the loop's: `flush` runs after this turn's reads
+
+    def add(self, protocol: WebSocketProtocol) -> None:
+        """`protocol` has frames queued: write them at the end of this loop turn."""
+        dirty = self._dirty
+        dirty.append(protocol)
+        if len(dirty) == 1:
+            self._call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write what every queued WebSocket holds, one `transport.write` each."""
+        dirty = self._dirty
+        self._dirty = []
+        for protocol in dirty:
+            protocol.flush()
+
+
 class WebSocketProtocol:
     """Owns the transport of one WebSocket and is the core's `Link`: writes are coalesced.
 
@@ -36,7 +61,7 @@ class WebSocketProtocol:
     name): a class compiled as a cdef class (websocket.pxd) cannot derive from a Python class.
     """
 
-    __slots__ = ("transport", "server", "session", "_out", "_close_timer", "_time")
+    __slots__ = ("transport", "server", "session", "_out", "_close_timer", "_time", "_writes", "_hard_bytes")
 
     def __init__(self, server: Server, transport: asyncio.Transport) -> None:
         self.transport = transport
@@ -45,6 +70,8 @@ class WebSocketProtocol:
         self.session: Session = None  # type: ignore[assignment]
         self._out: list[bytes] | None = None
         self._close_timer: asyncio.TimerHandle | None = None
+        self._writes: WriteQueue = server.writes
+        self._hard_bytes: int = server.limits.app_hard_bytes
         # pause_writing above the soft limit (new calls get "busy"), resume below half of it.
         soft = server.limits.app_soft_bytes
         transport.set_write_buffer_limits(high=soft, low=soft // 2)
@@ -86,7 +113,7 @@ class WebSocketProtocol:
         out = self._out
         if out is None:
             self._out = [data]
-            self.server.flush_soon(self)
+            self._writes.add(self)
         else:
             out.append(data)
 
@@ -109,7 +136,7 @@ class WebSocketProtocol:
         if transport.is_closing():
             return
         transport.write(data)
-        if transport.get_write_buffer_size() > self.server.limits.app_hard_bytes:
+        if transport.get_write_buffer_size() > self._hard_bytes:
             self.session.overflowed()
 
     def end(self, wait_for_peer: bool) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from clientmcp_fast.core.limits import Limits
-from clientmcp_fast.net.websocket import WebSocketProtocol
+from clientmcp_fast.net.websocket import WebSocketProtocol, WriteQueue
 
 
 class Transport:
@@ -27,28 +27,47 @@ class Transport:
 
 
 def link() -> tuple[WebSocketProtocol, Transport, list]:
-    transport, dirty = Transport(), []
-    server = SimpleNamespace(limits=Limits(), time=lambda: 0.0, flush_soon=dirty.append)
-    return WebSocketProtocol(server, transport), transport, dirty  # type: ignore[arg-type]
+    """A WebSocketProtocol whose write queue hands its flush to `scheduled` rather than to a loop."""
+    transport, scheduled = Transport(), []
+    server = SimpleNamespace(limits=Limits(), time=lambda: 0.0, writes=WriteQueue(scheduled.append))
+    return WebSocketProtocol(server, transport), transport, scheduled  # type: ignore[arg-type]
 
 
 def test_writes_of_one_turn_leave_as_one_write_at_its_end():
-    protocol, transport, dirty = link()
+    protocol, transport, scheduled = link()
     protocol.write(b"a")
     protocol.write(b"b")
-    assert transport.writes == [] and dirty == [protocol]
-    protocol.flush()
+    assert transport.writes == [] and len(scheduled) == 1
+    scheduled.pop()()
     assert transport.writes == [b"ab"]
 
 
+def test_one_flush_per_turn_serves_every_websocket_that_wrote():
+    scheduled: list = []
+    writes = WriteQueue(scheduled.append)
+    server = SimpleNamespace(limits=Limits(), time=lambda: 0.0, writes=writes)
+    transports = [Transport(), Transport()]
+    first, second = (WebSocketProtocol(server, t) for t in transports)  # type: ignore[arg-type]
+    first.write(b"1")
+    second.write(b"2")
+    first.write(b"3")
+    assert len(scheduled) == 1  # one callback for the turn, not one per connection or frame
+    scheduled.pop()()
+    assert [t.writes for t in transports] == [[b"13"], [b"2"]]
+    second.write(b"4")  # the next turn schedules afresh
+    assert len(scheduled) == 1
+    scheduled.pop()()
+    assert transports[1].writes == [b"2", b"4"]
+
+
 def test_a_reply_with_nothing_queued_leaves_at_once():
-    protocol, transport, dirty = link()
+    protocol, transport, scheduled = link()
     protocol.write_now(b"pong")
-    assert transport.writes == [b"pong"] and dirty == []
+    assert transport.writes == [b"pong"] and scheduled == []
 
 
 def test_a_reply_after_queued_writes_waits_and_keeps_the_order():
-    protocol, transport, dirty = link()
+    protocol, transport, _ = link()
     protocol.write(b"call")
     protocol.write_now(b"pong")
     assert transport.writes == []
