@@ -1,5 +1,7 @@
 # Typed declarations of http.py for its compiled build (Cython pure-Python mode): see setup.py.
 
+from clientmcp_fast.core.agent cimport AgentEndpoint
+
 cdef class HttpExchange:
     cdef public object request
     cdef public object on_abandon
@@ -17,7 +19,10 @@ cdef class HttpProtocol:
     cdef public object transport
     cdef public object reader
     cdef public object deadline
-    cdef public object _limits
+    cdef public AgentEndpoint _agents
+    cdef public Py_ssize_t _max_pipelined
+    cdef public double _head_timeout
+    cdef public double _keepalive_timeout
     cdef public object _time
     cdef public int _phase
     cdef public object _queue
@@ -26,6 +31,7 @@ cdef class HttpProtocol:
     cdef public bint _closed
     cdef public bint _pipeline_paused
     cdef public bint _write_paused
+    cdef public bint _draining
 
     cpdef data_received(self, data)
     cpdef _arm(self)

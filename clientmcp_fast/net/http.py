@@ -28,6 +28,7 @@ from clientmcp_fast.log import logger, redact_target
 from clientmcp_fast.speedups import ROUTE_CONNECT, ROUTE_ECHO, ROUTE_HEALTHZ, ROUTE_MCP, RequestReader, route
 
 if TYPE_CHECKING:
+    from clientmcp_fast.core.agent import AgentEndpoint
     from clientmcp_fast.net.server import Server
 
 _PENDING, _STREAMING, _DONE = 0, 1, 2
@@ -95,7 +96,10 @@ class HttpProtocol:
         "transport",
         "reader",
         "deadline",
-        "_limits",
+        "_agents",
+        "_max_pipelined",
+        "_head_timeout",
+        "_keepalive_timeout",
         "_time",
         "_phase",
         "_queue",
@@ -104,15 +108,21 @@ class HttpProtocol:
         "_closed",
         "_pipeline_paused",
         "_write_paused",
+        "_draining",
     )
 
     def __init__(self, server: Server) -> None:
         self.server = server
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
-        self._limits = server.limits
+        limits = server.limits
+        # Read per request, so kept here rather than looked up on the server each time.
+        self._agents: AgentEndpoint = server.agents
+        self._max_pipelined: int = limits.max_pipelined
+        self._head_timeout: float = limits.head_timeout
+        self._keepalive_timeout: float = limits.keepalive_timeout
         self._time = server.loop.time
         self._queue: deque[Request] = deque()
-        self.reader = RequestReader(self._queue, self._limits.max_head_bytes, server.settings.websocket_echo)
+        self.reader = RequestReader(self._queue, limits.max_head_bytes, server.settings.websocket_echo)
         self.deadline: float | None = None
         self._phase = _BUSY  # what `deadline` times: see _arm
         self._current: HttpExchange | None = None
@@ -120,6 +130,7 @@ class HttpProtocol:
         self._closed = False
         self._pipeline_paused = False
         self._write_paused = False
+        self._draining = False  # the bridge is shutting down (set by `shutdown`)
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -130,7 +141,7 @@ class HttpProtocol:
             self._closed = True
             return
         self._phase = _HEAD  # a new connection has the head timeout to send its first request
-        self.deadline = self._time() + self._limits.head_timeout
+        self.deadline = self._time() + self._head_timeout
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -149,7 +160,7 @@ class HttpProtocol:
             reader.expect_continue = False
             if self._current is None and not queue:
                 self.transport.write(_CONTINUE)
-        if len(queue) >= self._limits.max_pipelined and not self._pipeline_paused:
+        if len(queue) >= self._max_pipelined and not self._pipeline_paused:
             self._pipeline_paused = True
             self.transport.pause_reading()
         elif reader.stopped:
@@ -183,10 +194,7 @@ class HttpProtocol:
         phase = _HEAD if reader.in_head else _BODY if reader.in_body else _IDLE
         if phase != self._phase:
             self._phase = phase
-            limits = self._limits
-            self.deadline = self._time() + (
-                limits.head_timeout if phase == _HEAD else limits.keepalive_timeout
-            )
+            self.deadline = self._time() + (self._head_timeout if phase == _HEAD else self._keepalive_timeout)
 
     def _serve(self) -> None:
         if self._serving:
@@ -202,7 +210,7 @@ class HttpProtocol:
                         self._close()
                     break
                 request = queue.popleft()
-                if self._pipeline_paused and len(queue) < self._limits.max_pipelined:
+                if self._pipeline_paused and len(queue) < self._max_pipelined:
                     self._pipeline_paused = False
                     if not self._write_paused and not self.reader.stopped:
                         self.transport.resume_reading()
@@ -219,7 +227,7 @@ class HttpProtocol:
             logger.debug("%s %s", request.method.decode("latin-1"), redact_target(request.target))
         kind, token = route(request.target)
         if kind == ROUTE_MCP:
-            self.server.agents.handle(exchange, token, self._time())
+            self._agents.handle(exchange, token, self._time())
         elif kind == ROUTE_CONNECT:
             self._websocket(exchange, echo=False)
         elif kind == ROUTE_HEALTHZ:
@@ -268,7 +276,7 @@ class HttpProtocol:
     def must_close(self, request: Request) -> bool:
         """Whether the connection ends after answering `request`."""
         # While shutting down, requests already queued are still answered, the last one closing.
-        return not request.keep_alive or (self.server.shutting_down and not self._queue)
+        return not request.keep_alive or (self._draining and not self._queue)
 
     def write(self, data: bytes) -> None:
         if not self._closed:
@@ -302,6 +310,7 @@ class HttpProtocol:
 
     def shutdown(self) -> None:
         """The bridge stops: idle connections close now; a request begun is still answered, then closes."""
+        self._draining = True
         reader = self.reader
         if self._current is None and not self._queue and not reader.in_head and not reader.in_body:
             self._close()

@@ -168,9 +168,11 @@ class Server:
         logger.info("shutting down")
         if self._listener is not None:
             self._listener.close()
-        self.bridge.shutdown()
+        # Connections first: idle ones close, busy ones learn that their answer is their last
+        # (it says `connection: close`), before the bridge fails the calls in flight.
         for conn in list(self.http_connections):
             conn.shutdown()
+        self.bridge.shutdown()
         self.writes.flush()
         give_up = self.loop.time() + SHUTDOWN_GRACE_SECONDS
         while (self.http_connections or self.websockets) and self.loop.time() < give_up:

@@ -538,3 +538,18 @@ class TestShutdown:
         stopping.result(15)
         with pytest.raises(ConnectionRefusedError):
             RawHttp(bridge.port)
+
+    def test_a_call_in_flight_at_shutdown_is_answered_as_the_last_on_its_connection(self, bridge):
+        """The shutdown error carries `connection: close`, and the connection ends after it."""
+        app = registered_app(bridge, "bob")
+        with RawHttp(bridge.port) as conn:
+            conn.send(mcp_post(tool_call("echo", {}, 1), bridge.token("agent", "bob")))
+            assert json.loads(app.read_text())["type"] == "call"
+            stopping = asyncio.run_coroutine_threadsafe(bridge.server.shutdown(), bridge.loop)
+            response = conn.read_response()
+            assert tool_error_text(response) == "The bridge is shutting down."
+            assert response.header("connection") == "close"
+            conn.assert_closed()
+        assert app.read_close() == (1001, "bridge shutting down")
+        app.close()
+        stopping.result(15)
