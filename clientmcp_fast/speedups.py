@@ -18,6 +18,9 @@ import clientmcp_fast
 TYPED_MODULES = tuple(
     f"clientmcp_fast.{name}"
     for name in (
+        "core.http",
+        "core.jsonrpc",
+        "core.messages",
         "core.calls",
         "core.bridge",
         "core.channel",

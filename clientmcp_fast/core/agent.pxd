@@ -4,6 +4,7 @@ cimport cython
 
 from clientmcp_fast.core.bridge cimport Bridge
 from clientmcp_fast.core.calls cimport Call
+from clientmcp_fast.core.jsonrpc cimport result as jsonrpc_result, valid_id
 
 
 cdef class _Context(Call):

@@ -34,6 +34,7 @@ from clientmcp_fast.core.jsonrpc import (
     Params,
     valid_id,
 )
+from clientmcp_fast.core.jsonrpc import result as jsonrpc_result
 from clientmcp_fast.core.limits import MAX_BATCH_ELEMENTS
 from clientmcp_fast.core.param_headers import decode_header_value, param_header_problem
 from clientmcp_fast.core.tokens import ROLE_AGENT, TokenError, TokenVerifier
@@ -204,7 +205,7 @@ class _Context(Call):
 
     def call_result(self, result: bytes, has_result_type: bool) -> None:
         if not self.modern:
-            self._finish(jsonrpc.result(self.id_json, result))
+            self._finish(jsonrpc_result(self.id_json, result))
         elif not has_result_type:
             # Spliced, not re-encoded: the app's bytes pass through, resultType goes in front.
             self._finish(
@@ -221,10 +222,10 @@ class _Context(Call):
         else:
             members = jsonrpc.decode_json(result)
             members["resultType"] = "complete"
-            self._finish(jsonrpc.result(self.id_json, orjson.dumps(members)))
+            self._finish(jsonrpc_result(self.id_json, orjson.dumps(members)))
 
     def call_error(self, text: str) -> None:
-        self._finish(jsonrpc.result(self.id_json, tool_error(text, self.modern)))
+        self._finish(jsonrpc_result(self.id_json, tool_error(text, self.modern)))
 
     def call_slow(self) -> None:
         self.exchange.start_stream((*SSE_HEADERS, *self.cors))
@@ -287,7 +288,7 @@ class ListenStream:
     def end(self) -> None:
         final = b'{"resultType":"complete","_meta":' + self._tag() + b"}"
         self.exchange.on_abandon = None
-        self.exchange.stream(sse_event(jsonrpc.result(self.id_json, final)))
+        self.exchange.stream(sse_event(jsonrpc_result(self.id_json, final)))
         self.exchange.end_stream()
 
 
@@ -592,7 +593,7 @@ class AgentEndpoint:
         instructions = self._instructions(context.client_id)
         if instructions is not None:
             body += b',"instructions":' + orjson.dumps(instructions)
-        context.reply(jsonrpc.result(id_json, body + _MODERN_LIST_TAIL))
+        context.reply(jsonrpc_result(id_json, body + _MODERN_LIST_TAIL))
 
     def _listen(self, context: _Context, id_json: bytes, params: Params, now: float) -> None:
         if not context.wants_stream:
@@ -633,7 +634,7 @@ class AgentEndpoint:
         elif method == "initialize":
             self._initialize(context, id_json, params)
         elif method == "ping":
-            context.reply(jsonrpc.result(id_json, b"{}"))
+            context.reply(jsonrpc_result(id_json, b"{}"))
         else:
             context.fail(200, id_json, METHOD_NOT_FOUND, f"Method not found: {method}")
 
@@ -650,7 +651,7 @@ class AgentEndpoint:
             body["instructions"] = instructions
         # The session id only namespaces the ids a notifications/cancelled names (spec §4.1).
         session = os.urandom(16).hex().encode()  # secrets.token_hex, without importing `secrets`
-        context.reply(jsonrpc.result(id_json, orjson.dumps(body)), ((b"mcp-session-id", session),))
+        context.reply(jsonrpc_result(id_json, orjson.dumps(body)), ((b"mcp-session-id", session),))
 
     def _batch(self, context: _Context, elements: list[msgspec.Raw], now: float) -> None:
         header = context.exchange.request.headers.get(b"mcp-protocol-version")
@@ -704,10 +705,10 @@ class AgentEndpoint:
         tools = app.toolset.tools_json if app is not None and app.toolset is not None else b"[]"
         if modern:
             context.reply(
-                jsonrpc.result(id_json, b'{"resultType":"complete","tools":' + tools + _MODERN_LIST_TAIL)
+                jsonrpc_result(id_json, b'{"resultType":"complete","tools":' + tools + _MODERN_LIST_TAIL)
             )
         else:
-            context.reply(jsonrpc.result(id_json, b'{"tools":' + tools + b"}"))
+            context.reply(jsonrpc_result(id_json, b'{"tools":' + tools + b"}"))
 
     def _call(
         self,
@@ -731,11 +732,11 @@ class AgentEndpoint:
             return
         app = self.bridge.apps.get(context.client_id)
         if app is None:
-            context.reply(jsonrpc.result(id_json, tool_error(outcomes.OFFLINE, modern)))
+            context.reply(jsonrpc_result(id_json, tool_error(outcomes.OFFLINE, modern)))
             return
         toolset = app.toolset
         if toolset is None:
-            context.reply(jsonrpc.result(id_json, tool_error(outcomes.NOT_REGISTERED, modern)))
+            context.reply(jsonrpc_result(id_json, tool_error(outcomes.NOT_REGISTERED, modern)))
             return
         tool = toolset.tools.get(name)
         if tool is None:

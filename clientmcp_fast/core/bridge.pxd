@@ -2,6 +2,7 @@
 
 from clientmcp_fast.core.calls cimport Call, InFlightCalls
 from clientmcp_fast.core.channel cimport AppChannel
+from clientmcp_fast.core.messages cimport call_message
 
 
 cdef class Bridge:

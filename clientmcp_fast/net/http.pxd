@@ -1,6 +1,7 @@
 # Typed declarations of http.py for its compiled build (Cython pure-Python mode): see setup.py.
 
 from clientmcp_fast.core.agent cimport AgentEndpoint
+from clientmcp_fast.core.http cimport response_head
 
 cdef class HttpExchange:
     cdef public object request
