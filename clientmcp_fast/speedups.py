@@ -21,6 +21,7 @@ TYPED_MODULES = tuple(
         "core.http",
         "core.jsonrpc",
         "core.messages",
+        "core.tokens",
         "core.calls",
         "core.bridge",
         "core.channel",

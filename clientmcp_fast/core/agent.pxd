@@ -4,6 +4,7 @@ cimport cython
 
 from clientmcp_fast.core.bridge cimport Bridge
 from clientmcp_fast.core.calls cimport Call
+from clientmcp_fast.core.tokens cimport TokenVerifier
 from clientmcp_fast.core.jsonrpc cimport result as jsonrpc_result, valid_id
 
 
@@ -26,7 +27,7 @@ cdef class _Context(Call):
 
 cdef class AgentEndpoint:
     cdef public Bridge bridge
-    cdef public object verifier
+    cdef public TokenVerifier verifier
     cdef public object allowed_origins
     cdef public dict _accept_cache
 

@@ -3,11 +3,12 @@
 from clientmcp_fast.core.calls cimport Call, InFlightCalls
 from clientmcp_fast.core.channel cimport AppChannel
 from clientmcp_fast.core.messages cimport call_message
+from clientmcp_fast.core.tokens cimport TokenVerifier
 
 
 cdef class Bridge:
     cdef public object limits
-    cdef public object verifier
+    cdef public TokenVerifier verifier
     cdef public object max_app_connections
     cdef public object _max_calls_per_app
     cdef public dict apps

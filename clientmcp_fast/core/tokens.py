@@ -5,9 +5,9 @@ The clock is not read here: `now` is passed in, so every rule is tested without 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import jwt
 
@@ -39,20 +39,22 @@ class TokenError(Exception):
     """A credential was refused; the message says why and never contains the token."""
 
 
-@dataclass(frozen=True, slots=True)
 class Grant:
     """What a token whose signature verified says: who, in which role, and when it is valid."""
 
-    client_id: str
-    role: str
-    exp: float | None
-    nbf: float | None
+    __slots__ = ("client_id", "role", "exp", "nbf")
+
+    def __init__(self, client_id: str, role: str, exp: float, nbf: float) -> None:
+        self.client_id = client_id
+        self.role = role
+        self.exp = exp  # math.inf without an exp claim
+        self.nbf = nbf  # -math.inf without an nbf claim
 
 
-def _time_claim(claims: dict, name: str) -> float | None:
+def _time_claim(claims: dict, name: str, absent: float) -> float:
     value = claims.get(name)
     if value is None and name not in claims:
-        return None
+        return absent
     # bool is an int subclass in Python, but `true` is not a NumericDate.
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TokenError(f"claim {name} is not a number")
@@ -92,9 +94,9 @@ class TokenVerifier:
                 self._cache[token] = grant
         if grant.role != role:
             raise TokenError(f"token role is {grant.role}, this endpoint needs {role}")
-        if grant.exp is not None and now > grant.exp + CLOCK_SKEW_SECONDS:
+        if now > grant.exp + CLOCK_SKEW_SECONDS:
             raise TokenError("token expired")
-        if grant.nbf is not None and now < grant.nbf - CLOCK_SKEW_SECONDS:
+        if now < grant.nbf - CLOCK_SKEW_SECONDS:
             raise TokenError("token not valid yet (nbf)")
         return grant.client_id
 
@@ -120,7 +122,7 @@ class TokenVerifier:
         role = claims.get("role")
         if role not in ROLES:
             raise TokenError("token role is missing or not client/agent")
-        return Grant(sub, role, _time_claim(claims, "exp"), _time_claim(claims, "nbf"))
+        return Grant(sub, role, _time_claim(claims, "exp", math.inf), _time_claim(claims, "nbf", -math.inf))
 
 
 def mint(secret: bytes, role: str, client_id: str, ttl: float, now: float) -> str:
