@@ -4,12 +4,15 @@ cimport cython
 
 from clientmcp_fast.core.bridge cimport Bridge
 from clientmcp_fast.core.calls cimport Call
+from clientmcp_fast.core.channel cimport AppChannel
 from clientmcp_fast.core.tokens cimport TokenVerifier
 from clientmcp_fast.core.jsonrpc cimport result as jsonrpc_result, valid_id
 
 
 cdef class _Context(Call):
     cdef public object exchange
+    cdef public dict headers
+    cdef public object repeated
     cdef public object client_id
     cdef public object cors
     cdef public bint json_ok
@@ -33,10 +36,11 @@ cdef class AgentEndpoint:
 
     @cython.locals(headers=dict, method=bytes)
     cpdef handle(self, exchange, path_token, now)
-    cpdef _authenticate(self, exchange, path_token, cors, now)
+    cpdef _authenticate(self, exchange, dict headers, path_token, cors, now)
     @cython.locals(headers=dict)
     cpdef _route(self, _Context context, message, now)
     cpdef _legacy(self, _Context context, message, version, now)
     @cython.locals(headers=dict)
     cpdef _modern(self, _Context context, message, now)
+    @cython.locals(app=AppChannel, tools=dict)
     cpdef _call(self, _Context context, id_json, params, modern, session, now)

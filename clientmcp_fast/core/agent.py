@@ -20,7 +20,7 @@ from msgspec import UNSET
 from clientmcp_fast import __version__
 from clientmcp_fast.core import jsonrpc, outcomes
 from clientmcp_fast.core.calls import Call
-from clientmcp_fast.core.http import JSON_ONLY, Exchange, Headers
+from clientmcp_fast.core.http import JSON_ONLY, Exchange, Headers, Request
 from clientmcp_fast.core.jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -149,6 +149,8 @@ class _Context(Call):
 
     __slots__ = (
         "exchange",
+        "headers",
+        "repeated",
         "client_id",
         "cors",
         "json_ok",
@@ -159,10 +161,19 @@ class _Context(Call):
     )
 
     def __init__(
-        self, exchange: Exchange, client_id: str, cors: Headers, json_ok: bool, sse_named: bool
+        self,
+        exchange: Exchange,
+        request: Request,
+        client_id: str,
+        cors: Headers,
+        json_ok: bool,
+        sse_named: bool,
     ) -> None:
         Call.__init__(self, sse_named)  # `wants_stream`: the Accept header named text/event-stream
         self.exchange = exchange
+        # The request's headers, read by every step of the routing.
+        self.headers = request.headers
+        self.repeated = request.repeated
         self.client_id = client_id
         self.cors = cors
         self.json_ok = json_ok
@@ -349,7 +360,7 @@ class AgentEndpoint:
         if method == b"OPTIONS":
             self._preflight(exchange, origin, cors)
             return
-        client_id = self._authenticate(exchange, path_token, cors, now)
+        client_id = self._authenticate(exchange, headers, path_token, cors, now)
         if client_id is None:
             return
         if method != b"POST" and method != b"GET":
@@ -366,7 +377,7 @@ class AgentEndpoint:
             if len(self._accept_cache) < 256:
                 self._accept_cache[accept] = parsed
         json_ok, sse_ok, sse_named = parsed
-        context = _Context(exchange, client_id, cors, json_ok, sse_named)
+        context = _Context(exchange, request, client_id, cors, json_ok, sse_named)
         if method == b"GET":
             self._get(context, sse_named, now)
             return
@@ -423,9 +434,11 @@ class AgentEndpoint:
             headers.append((b"access-control-allow-headers", b", ".join(names)))
         exchange.respond(204, headers, b"")
 
-    def _authenticate(self, exchange: Exchange, path_token: bytes, cors: Headers, now: float) -> str | None:
+    def _authenticate(
+        self, exchange: Exchange, headers: dict[bytes, bytes], path_token: bytes, cors: Headers, now: float
+    ) -> str | None:
         """The client ID the agent token selects; None after answering 401 (spec §4)."""
-        authorization = exchange.request.headers.get(b"authorization")
+        authorization = headers.get(b"authorization")
         token = _bearer_token(authorization) if authorization is not None else None
         if token is None and path_token:
             token = path_token
@@ -449,7 +462,7 @@ class AgentEndpoint:
     # -- GET: the legacy notification stream ------------------------------------------------
 
     def _get(self, context: _Context, sse_named: bool, now: float) -> None:
-        version = context.exchange.request.headers.get(b"mcp-protocol-version", b"").strip()
+        version = context.headers.get(b"mcp-protocol-version", b"").strip()
         if version == MODERN.encode():
             context.exchange.respond(
                 405,
@@ -480,8 +493,8 @@ class AgentEndpoint:
     # -- era routing (BRIDGE.md §5.0) -------------------------------------------------------
 
     def _route(self, context: _Context, message: Message, now: float) -> None:
-        headers = context.exchange.request.headers
-        repeated = context.exchange.request.repeated
+        headers = context.headers
+        repeated = context.repeated
         if repeated and b"mcp-protocol-version" in repeated:
             context.fail(
                 400, valid_id(message.id) or NULL_ID, HEADER_MISMATCH, "MCP-Protocol-Version appears twice"
@@ -545,11 +558,11 @@ class AgentEndpoint:
                 f"params._meta must carry {META_VERSION} and {META_CAPABILITIES}",
             )
             return
-        request = context.exchange.request
-        headers = request.headers
-        if request.repeated:
+        headers = context.headers
+        repeated = context.repeated
+        if repeated:
             for name in _ROUTING_HEADERS:
-                if name in request.repeated:
+                if name in repeated:
                     context.fail(
                         400, id_json, HEADER_MISMATCH, f"{name.decode()} header appears more than once"
                     )
@@ -611,8 +624,11 @@ class AgentEndpoint:
 
     def _legacy(self, context: _Context, message: Message, version: str, now: float) -> None:
         method = message.method
-        params = message.params if message.params is not UNSET else Params()
-        if message.id is UNSET:
+        params = message.params
+        if params is UNSET:
+            params = Params()
+        raw_id = message.id
+        if raw_id is UNSET:
             if isinstance(method, str):
                 if method == "notifications/cancelled":
                     self._cancel(context, params)
@@ -622,12 +638,12 @@ class AgentEndpoint:
             else:
                 context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request")
             return
-        id_json = valid_id(message.id)
+        id_json = valid_id(raw_id)
         if id_json is None or message.jsonrpc != "2.0" or not isinstance(method, str):
             context.fail(400, id_json or NULL_ID, INVALID_REQUEST, "Invalid Request: a string or number id")
             return
         if method == "tools/call":
-            session = context.exchange.request.headers.get(b"mcp-session-id")
+            session = context.headers.get(b"mcp-session-id")
             self._call(context, id_json, params, False, session.strip() if session else None, now)
         elif method == "tools/list":
             self._list(context, id_json, params, False)
@@ -654,7 +670,7 @@ class AgentEndpoint:
         context.reply(jsonrpc_result(id_json, orjson.dumps(body)), ((b"mcp-session-id", session),))
 
     def _batch(self, context: _Context, elements: list[msgspec.Raw], now: float) -> None:
-        header = context.exchange.request.headers.get(b"mcp-protocol-version")
+        header = context.headers.get(b"mcp-protocol-version")
         if header is not None and header.strip() != UNNAMED_LEGACY.encode():
             context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request: batches exist only in 2025-03-26")
             return
@@ -677,7 +693,7 @@ class AgentEndpoint:
         app = self.bridge.apps.get(context.client_id)
         if request_id is None or app is None:
             return
-        session = context.exchange.request.headers.get(b"mcp-session-id")
+        session = context.headers.get(b"mcp-session-id")
         session = session.strip() if session else None
         # A scan of the app's calls, not an index: cancellations are rare, calls are not.
         for call in app.calls.values():
@@ -738,14 +754,14 @@ class AgentEndpoint:
         if toolset is None:
             context.reply(jsonrpc_result(id_json, tool_error(outcomes.NOT_REGISTERED, modern)))
             return
-        tool = toolset.tools.get(name)
+        tools = toolset.tools
+        tool = tools.get(name)
         if tool is None:
             context.fail(error_status, id_json, INVALID_PARAMS, f"Unknown tool: {name}")
             return
         if modern and tool.header_params:
-            request = context.exchange.request
             problem = param_header_problem(
-                tool.header_params, jsonrpc.decode_json(arguments), request.headers, request.repeated
+                tool.header_params, jsonrpc.decode_json(arguments), context.headers, context.repeated
             )
             if problem is not None:
                 context.fail(400, id_json, HEADER_MISMATCH, problem)
@@ -793,7 +809,9 @@ class _Batch:
         context.exchange.on_abandon = self._abandoned
         for index, raw in enumerate(elements):
             # JSON in each element, never SSE: the batch answer is one JSON array.
-            element = _Context(self.exchanges[index], context.client_id, (), True, False)
+            element = _Context(
+                self.exchanges[index], self.exchanges[index].request, context.client_id, (), True, False
+            )
             try:
                 message = jsonrpc.decode_message(raw)
             except msgspec.ValidationError:

@@ -4,5 +4,5 @@
 cimport cython
 
 
-@cython.locals(prefix=bytes)
+@cython.locals(prefix=bytes, known=dict)
 cpdef bytes response_head(int status, headers, content_length, bint close, bint chunked=*)

@@ -92,7 +92,8 @@ def response_head(
     # The same few header sets answer nearly every request: everything but the length is
     # built once per set.
     key = (status, headers, close) if type(headers) is tuple else None
-    prefix = _HEAD_PREFIXES.get(key) if key is not None else None
+    known = _HEAD_PREFIXES
+    prefix = known.get(key) if key is not None else None
     if prefix is None:
         parts = [STATUS_LINES.get(status) or b"HTTP/1.1 %d Unknown\r\n" % status]
         for name, value in headers:
@@ -100,8 +101,8 @@ def response_head(
         if close:
             parts.append(b"connection: close\r\n")
         prefix = b"".join(parts)
-        if key is not None and len(_HEAD_PREFIXES) < _MAX_HEAD_PREFIXES:
-            _HEAD_PREFIXES[key] = prefix
+        if key is not None and len(known) < _MAX_HEAD_PREFIXES:
+            known[key] = prefix
     if content_length is None:
         return prefix + b"transfer-encoding: chunked\r\n\r\n" if chunked else prefix + b"\r\n"
     return prefix + b"content-length: %d\r\n\r\n" % content_length

@@ -1,10 +1,14 @@
 # Typed declarations of websocket.py for its compiled build (Cython pure-Python mode): see setup.py.
 
+cimport cython
+
 cdef class WriteQueue:
     cdef public list _dirty
     cdef public object _call_soon
+    cdef public object _flush
 
     cpdef add(self, WebSocketProtocol protocol)
+    @cython.locals(protocol=WebSocketProtocol)
     cpdef flush(self)
 
 

@@ -33,18 +33,19 @@ class Session(Protocol):
 class WriteQueue:
     """The WebSockets that queued frames in this loop turn: each written once, at the turn's end."""
 
-    __slots__ = ("_dirty", "_call_soon")
+    __slots__ = ("_dirty", "_call_soon", "_flush")
 
     def __init__(self, call_soon: Callable[[Callable[[], None]], object]) -> None:
         self._dirty: list[WebSocketProtocol] = []
         self._call_soon = call_soon  # the loop's: `flush` runs after this turn's reads
+        self._flush = self.flush  # one bound method, not one per loop turn
 
     def add(self, protocol: WebSocketProtocol) -> None:
         """`protocol` has frames queued: write them at the end of this loop turn."""
         dirty = self._dirty
         dirty.append(protocol)
         if len(dirty) == 1:
-            self._call_soon(self.flush)
+            self._call_soon(self._flush)
 
     def flush(self) -> None:
         """Write what every queued WebSocket holds, one `transport.write` each."""
