@@ -5,12 +5,16 @@ cimport cython
 from clientmcp_fast.core.bridge cimport Bridge
 from clientmcp_fast.core.calls cimport Call
 from clientmcp_fast.core.channel cimport AppChannel
+from clientmcp_fast.core.http cimport Exchange
 from clientmcp_fast.core.tokens cimport TokenVerifier
 from clientmcp_fast.core.jsonrpc cimport result as jsonrpc_result, valid_id
 
 
+cpdef str _header_text(bytes value, dict known)
+
+
 cdef class _Context(Call):
-    cdef public object exchange
+    cdef public Exchange exchange
     cdef public dict headers
     cdef public object repeated
     cdef public object client_id
@@ -35,7 +39,7 @@ cdef class AgentEndpoint:
     cdef public dict _accept_cache
 
     @cython.locals(headers=dict, method=bytes)
-    cpdef handle(self, exchange, path_token, now)
+    cpdef handle(self, Exchange exchange, path_token, now)
     cpdef _authenticate(self, exchange, dict headers, path_token, cors, now)
     @cython.locals(headers=dict)
     cpdef _route(self, _Context context, message, now)

@@ -169,7 +169,7 @@ class _Context(Call):
         json_ok: bool,
         sse_named: bool,
     ) -> None:
-        Call.__init__(self, sse_named)  # `wants_stream`: the Accept header named text/event-stream
+        self.init_call(sse_named)  # `wants_stream`: the Accept header named text/event-stream
         self.exchange = exchange
         # The request's headers, read by every step of the routing.
         self.headers = request.headers
@@ -769,10 +769,10 @@ class AgentEndpoint:
         context.start_call(self.bridge, app, tool, arguments, modern, id_json, session, now)
 
 
-class _BatchExchange:
+class _BatchExchange(Exchange):
     """Stands in for the exchange of one element of a 2025-03-26 batch: collects its answer."""
 
-    __slots__ = ("request", "on_abandon", "_batch", "_index")
+    __slots__ = ("_batch", "_index")
 
     def __init__(self, batch: _Batch, index: int) -> None:
         self.request = batch.context.exchange.request

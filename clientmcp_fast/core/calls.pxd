@@ -10,6 +10,7 @@ cdef class Call:
     cdef public bint wants_stream
     cdef public bint streaming
 
+    cpdef init_call(self, bint wants_stream)
     cpdef call_result(self, result, has_result_type)
     cpdef call_error(self, text)
     cpdef call_slow(self)

@@ -29,6 +29,10 @@ class Call:
     __slots__ = ("seq", "id", "app", "deadline", "slow_at", "wants_stream", "streaming")
 
     def __init__(self, wants_stream: bool) -> None:
+        self.init_call(wants_stream)
+
+    def init_call(self, wants_stream: bool) -> None:
+        """Set a new call's fields: what a subclass's __init__ calls (compiled, a C call, not a lookup)."""
         self.wants_stream = wants_stream  # the agent accepts text/event-stream
         self.streaming = False  # switched to a stream after a second without an answer
         self.seq = 0

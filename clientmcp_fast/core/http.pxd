@@ -1,8 +1,19 @@
 # Typed declarations of http.py for its compiled build (Cython pure-Python mode): see setup.py.
-# The helper every answer runs, as a C function the typed modules call directly.
+# The helper every answer runs, as a C function the typed modules call directly; `Exchange`
+# a cdef class, so that the core's calls to it are C calls.
 
 cimport cython
 
 
 @cython.locals(prefix=bytes, known=dict)
 cpdef bytes response_head(int status, headers, content_length, bint close, bint chunked=*)
+
+
+cdef class Exchange:
+    cdef public object request
+    cdef public object on_abandon
+
+    cpdef respond(self, status, headers, body)
+    cpdef start_stream(self, headers)
+    cpdef stream(self, data)
+    cpdef end_stream(self)

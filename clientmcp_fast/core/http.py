@@ -6,8 +6,7 @@ endpoint and the tests only ever see these types.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Sequence
 
 import msgspec
 
@@ -57,24 +56,33 @@ class Request(msgspec.Struct):
     http11: bool = True  # False for HTTP/1.0, which has no chunked coding
 
 
-class Exchange(Protocol):
-    """One request being answered; the net layer implements it, core tests record it."""
+class Exchange:
+    """One request being answered: the port through which the core answers it.
 
-    request: Request
-    # Set by the core while an answer is pending: called if the peer goes away first.
-    on_abandon: Callable[[], None] | None
+    The net layer's `HttpExchange` answers on a connection; a batch element collects its
+    answer; core tests record. A base class rather than a Protocol, so that compiled, the
+    core calls these methods directly. Each subclass sets `request` (a `Request`) and
+    `on_abandon`, which the core sets while an answer is pending: called if the peer goes
+    away first.
+    """
+
+    __slots__ = ("request", "on_abandon")
 
     def respond(self, status: int, headers: Headers, body: bytes) -> None:
         """Answer in full; Content-Length and connection handling are added."""
+        raise NotImplementedError
 
     def start_stream(self, headers: Headers) -> None:
         """Answer 200 with a body that follows in pieces (an SSE stream)."""
+        raise NotImplementedError
 
     def stream(self, data: bytes) -> None:
         """Send a piece of a started stream."""
+        raise NotImplementedError
 
     def end_stream(self) -> None:
         """End a started stream; the connection carries on with the next request."""
+        raise NotImplementedError
 
 
 _HEAD_PREFIXES: dict[tuple, bytes] = {}

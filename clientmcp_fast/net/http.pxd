@@ -1,11 +1,9 @@
 # Typed declarations of http.py for its compiled build (Cython pure-Python mode): see setup.py.
 
 from clientmcp_fast.core.agent cimport AgentEndpoint
-from clientmcp_fast.core.http cimport response_head
+from clientmcp_fast.core.http cimport Exchange, response_head
 
-cdef class HttpExchange:
-    cdef public object request
-    cdef public object on_abandon
+cdef class HttpExchange(Exchange):
     cdef public HttpProtocol _conn
     cdef public int _state
 

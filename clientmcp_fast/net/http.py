@@ -17,6 +17,7 @@ from clientmcp_fast.core.channel import client_channel_handshake
 from clientmcp_fast.core.http import (
     LAST_CHUNK,
     TEXT_PLAIN,
+    Exchange,
     Headers,
     Request,
     chunk,
@@ -38,10 +39,10 @@ _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _ALLOW_GET = ((b"allow", b"GET"),)
 
 
-class HttpExchange:
+class HttpExchange(Exchange):
     """One request being answered on a connection: the core's `Exchange` port."""
 
-    __slots__ = ("request", "on_abandon", "_conn", "_state")
+    __slots__ = ("_conn", "_state")
 
     def __init__(self, conn: HttpProtocol, request: Request) -> None:
         self.request = request
