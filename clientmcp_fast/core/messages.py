@@ -17,7 +17,9 @@ BRIDGE_TYPES = frozenset({"registered", "call", "cancel", "pong"})
 REGISTERED = b'{"type":"registered"}'
 
 
-class AppMessage(msgspec.Struct):
+# gc=False: decoded JSON never refers back to the struct holding it, so no struct here can be
+# part of a reference cycle and the collector need not track it (see core/jsonrpc.py).
+class AppMessage(msgspec.Struct, gc=False):
     """Any message from an app, with the members of every type this bridge knows."""
 
     type: str
@@ -27,14 +29,14 @@ class AppMessage(msgspec.Struct):
     instructions: Any = msgspec.UNSET
 
 
-class ResultShape(msgspec.Struct):
+class ResultShape(msgspec.Struct, gc=False):
     """The members of a CallToolResult the bridge must look at; the rest passes through unread."""
 
     content: msgspec.Raw
     resultType: Any = msgspec.UNSET
 
 
-class ToolHead(msgspec.Struct):
+class ToolHead(msgspec.Struct, gc=False):
     """The members of a declared Tool the bridge validates; the rest passes through unread."""
 
     name: Any = msgspec.UNSET
