@@ -27,7 +27,7 @@ from clientmcp_fast._speedups import routing as compiled_routing  # noqa: E402
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.channel import AppChannel
-from clientmcp_fast.core.http import Request
+from clientmcp_fast.core.http import Exchange, Request
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import TokenVerifier, mint
 
@@ -108,10 +108,10 @@ class DiscardLink:
         pass
 
 
-class RecordingExchange:
+class RecordingExchange(Exchange):
     """The agent endpoint's Exchange port, keeping only the answer's status and body."""
 
-    __slots__ = ("body", "on_abandon", "request", "status")
+    __slots__ = ("body", "status")
 
     def __init__(self, request: Request) -> None:
         self.request = request
