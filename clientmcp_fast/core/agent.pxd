@@ -5,7 +5,7 @@ cimport cython
 from clientmcp_fast.core.bridge cimport Bridge
 from clientmcp_fast.core.calls cimport Call
 from clientmcp_fast.core.channel cimport AppChannel
-from clientmcp_fast.core.http cimport Exchange
+from clientmcp_fast.core.http cimport Exchange, Request
 from clientmcp_fast.core.tokens cimport TokenVerifier
 from clientmcp_fast.core.jsonrpc cimport result as jsonrpc_result, valid_id
 
@@ -38,7 +38,7 @@ cdef class AgentEndpoint:
     cdef public object allowed_origins
     cdef public dict _accept_cache
 
-    @cython.locals(headers=dict, method=bytes)
+    @cython.locals(request=Request, headers=dict, method=bytes)
     cpdef handle(self, Exchange exchange, path_token, now)
     cpdef _authenticate(self, exchange, dict headers, path_token, cors, now)
     @cython.locals(headers=dict)

@@ -20,7 +20,7 @@ from msgspec import UNSET
 from clientmcp_fast import __version__
 from clientmcp_fast.core import jsonrpc, outcomes
 from clientmcp_fast.core.calls import Call
-from clientmcp_fast.core.http import JSON_ONLY, Exchange, Headers, Request
+from clientmcp_fast.core.http import JSON_ONLY, Exchange, Headers
 from clientmcp_fast.core.jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -163,7 +163,8 @@ class _Context(Call):
     def __init__(
         self,
         exchange: Exchange,
-        request: Request,
+        headers: dict[bytes, bytes],
+        repeated: frozenset[bytes] | tuple[()],
         client_id: str,
         cors: Headers,
         json_ok: bool,
@@ -171,9 +172,10 @@ class _Context(Call):
     ) -> None:
         self.init_call(sse_named)  # `wants_stream`: the Accept header named text/event-stream
         self.exchange = exchange
-        # The request's headers, read by every step of the routing.
-        self.headers = request.headers
-        self.repeated = request.repeated
+        # The request's headers (passed in, as the caller has them at hand), read by every
+        # step of the routing.
+        self.headers = headers
+        self.repeated = repeated
         self.client_id = client_id
         self.cors = cors
         self.json_ok = json_ok
@@ -377,7 +379,7 @@ class AgentEndpoint:
             if len(self._accept_cache) < 256:
                 self._accept_cache[accept] = parsed
         json_ok, sse_ok, sse_named = parsed
-        context = _Context(exchange, request, client_id, cors, json_ok, sse_named)
+        context = _Context(exchange, headers, request.repeated, client_id, cors, json_ok, sse_named)
         if method == b"GET":
             self._get(context, sse_named, now)
             return
@@ -809,8 +811,9 @@ class _Batch:
         context.exchange.on_abandon = self._abandoned
         for index, raw in enumerate(elements):
             # JSON in each element, never SSE: the batch answer is one JSON array.
+            request = self.exchanges[index].request
             element = _Context(
-                self.exchanges[index], self.exchanges[index].request, context.client_id, (), True, False
+                self.exchanges[index], request.headers, request.repeated, context.client_id, (), True, False
             )
             try:
                 message = jsonrpc.decode_message(raw)

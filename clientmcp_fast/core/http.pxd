@@ -9,8 +9,18 @@ cimport cython
 cpdef bytes response_head(int status, headers, content_length, bint close, bint chunked=*)
 
 
+cdef class Request:
+    cdef public bytes method
+    cdef public bytes target
+    cdef public dict headers
+    cdef public object repeated
+    cdef public object body
+    cdef public bint keep_alive
+    cdef public bint http11
+
+
 cdef class Exchange:
-    cdef public object request
+    cdef public Request request
     cdef public object on_abandon
 
     cpdef respond(self, status, headers, body)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
-
 Headers = Sequence[tuple[bytes, bytes]]
 
 REASONS = {
@@ -42,20 +40,33 @@ APPLICATION_JSON = (b"content-type", b"application/json")
 JSON_ONLY = (APPLICATION_JSON,)
 
 
-class Request(msgspec.Struct, gc=False):
+class Request:
     """One parsed HTTP request: header names lower-cased, repeated headers joined with ", "."""
 
-    # A msgspec Struct rather than a plain class: one is built for every request, and a
-    # Struct is built in C, several times faster than a Python __init__. gc=False: what it
-    # holds (bytes, a dict of bytes) never refers back to it, so it cannot be part of a
-    # reference cycle, and the garbage collector need not track it.
-    method: bytes
-    target: bytes
-    headers: dict[bytes, bytes]
-    repeated: frozenset[bytes] | tuple[()]  # names that appeared more than once
-    body: bytes | None  # None: the body was larger than 4 MiB and was not read
-    keep_alive: bool
-    http11: bool = True  # False for HTTP/1.0, which has no chunked coding
+    # A cdef class when compiled (http.pxd), so that the typed modules read its fields
+    # directly: every request is read by several of them.
+    __slots__ = ("method", "target", "headers", "repeated", "body", "keep_alive", "http11")
+
+    def __init__(
+        self,
+        method: bytes,
+        target: bytes,
+        headers: dict[bytes, bytes],
+        repeated: frozenset[bytes] | tuple[()],
+        body: bytes | None,
+        keep_alive: bool,
+        http11: bool = True,
+    ) -> None:
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.repeated = repeated  # names that appeared more than once
+        self.body = body  # None: the body was larger than 4 MiB and was not read
+        self.keep_alive = keep_alive
+        self.http11 = http11  # False for HTTP/1.0, which has no chunked coding
+
+    def __repr__(self) -> str:
+        return f"Request({self.method!r}, {self.target!r}, {len(self.headers)} headers)"
 
 
 class Exchange:

@@ -1,15 +1,19 @@
 # Typed declarations of http.py for its compiled build (Cython pure-Python mode): see setup.py.
 
 from clientmcp_fast.core.agent cimport AgentEndpoint
-from clientmcp_fast.core.http cimport Exchange, response_head
+from clientmcp_fast.core.http cimport Exchange, Request, response_head
+
+cimport cython
 
 cdef class HttpExchange(Exchange):
     cdef public HttpProtocol _conn
     cdef public int _state
 
     cpdef respond(self, status, headers, body)
+    @cython.locals(request=Request)
     cpdef start_stream(self, headers)
     cpdef stream(self, data)
+    @cython.locals(request=Request)
     cpdef end_stream(self)
 
 
@@ -35,8 +39,9 @@ cdef class HttpProtocol:
     cpdef data_received(self, data)
     cpdef _arm(self)
     cpdef _serve(self)
+    @cython.locals(request=Request)
     cpdef _dispatch(self, HttpExchange exchange)
-    cpdef bint must_close(self, request)
+    cpdef bint must_close(self, Request request)
     cpdef write(self, data)
     cpdef finish(self, HttpExchange exchange, data, close)
     cpdef _close(self)
