@@ -25,12 +25,15 @@ from clientmcp_fast.core.jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    META_CAPABILITIES,
+    META_VERSION,
     METHOD_NOT_FOUND,
     NULL_ID,
     PARSE_ERROR,
     REQUEST_CANCELLED,
     UNSUPPORTED_PROTOCOL_VERSION,
     Message,
+    Meta,
     Params,
     valid_id,
 )
@@ -52,8 +55,6 @@ UNNAMED_LEGACY = "2025-03-26"  # a request that names no revision (MCP.md §B.1)
 # server/discover's supportedVersions and -32022's `supported` are this one list (MCP.md §A.3).
 SUPPORTED = (MODERN, *LEGACY)
 
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
 
 SERVER_INFO = {"name": "clientmcp", "version": __version__}
@@ -508,7 +509,7 @@ class AgentEndpoint:
             header_version = _header_text(header, _HEADER_VERSIONS)
         params = message.params
         meta = params.meta if params is not UNSET else None
-        body_version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+        body_version = meta.protocolVersion if type(meta) is Meta else None
         if not isinstance(body_version, str):
             body_version = None
         if body_version is not None and header_version is not None and body_version != header_version:
@@ -552,7 +553,7 @@ class AgentEndpoint:
             return
         params = message.params if message.params is not UNSET else Params()
         meta = params.meta
-        if not isinstance(meta, dict) or META_VERSION not in meta or META_CAPABILITIES not in meta:
+        if type(meta) is not Meta or meta.protocolVersion is UNSET or meta.clientCapabilities is UNSET:
             context.fail(
                 400,
                 id_json,
@@ -570,7 +571,7 @@ class AgentEndpoint:
                     )
                     return
         version = headers.get(b"mcp-protocol-version")
-        if version is None or _header_text(version, _HEADER_VERSIONS) != meta[META_VERSION]:
+        if version is None or _header_text(version, _HEADER_VERSIONS) != meta.protocolVersion:
             context.fail(
                 400,
                 id_json,

@@ -21,14 +21,32 @@ REQUEST_CANCELLED = -32800
 
 NULL_ID = b"null"
 
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+
 
 # gc=False on the structs JSON is decoded into: decoded values never refer back to the struct
 # holding them, so it can never be part of a reference cycle, and the garbage collector need
 # not track it (cheaper to make and to free, on every request).
+class Meta(msgspec.Struct, gc=False):
+    """The members of `params._meta` the bridge reads (MCP.md §A); any others are skipped.
+
+    A struct rather than a dict: its long keys are matched, not made into strings and hashed.
+    """
+
+    protocolVersion: Any = msgspec.field(
+        default=msgspec.UNSET, name="io.modelcontextprotocol/protocolVersion"
+    )
+    clientCapabilities: Any = msgspec.field(
+        default=msgspec.UNSET, name="io.modelcontextprotocol/clientCapabilities"
+    )
+
+
 class Params(msgspec.Struct, gc=False):
     """The members of `params` of every method the bridge serves; all optional, decoded once."""
 
-    meta: Any = msgspec.field(default=msgspec.UNSET, name="_meta")
+    # Any JSON: an object is read as `Meta`; anything else is kept for the era checks to refuse.
+    meta: Meta | str | int | float | bool | list | None = msgspec.field(default=msgspec.UNSET, name="_meta")
     name: Any = msgspec.UNSET
     arguments: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     cursor: Any = msgspec.UNSET

@@ -439,6 +439,17 @@ async def test_modern_meta_without_client_capabilities_is_invalid_params(bridge,
     assert error_of(response) == (8, INVALID_PARAMS)
 
 
+@pytest.mark.parametrize("meta", [5, 1.5, "2026-07-28", True, None, [MODERN]], ids=repr)
+async def test_modern_meta_that_is_not_an_object_is_invalid_params(bridge, meta):
+    """_meta of any other JSON type carries nothing: -32602, as when its members are missing."""
+    body = modern_body("tools/list", 9)
+    body["params"]["_meta"] = meta
+    async with http_client(bridge) as http:
+        response = await http.post("/mcp", json=body, headers=modern_headers(bridge, "x", "tools/list"))
+    assert response.status_code == 400
+    assert error_of(response) == (9, INVALID_PARAMS)
+
+
 async def test_modern_request_without_the_version_header_is_a_header_mismatch(bridge):
     """_meta names 2026-07-28 but MCP-Protocol-Version is missing: -32020."""
     headers = modern_headers(bridge, "x", "tools/list")
