@@ -34,12 +34,8 @@ class Meta(msgspec.Struct, gc=False):
     A struct rather than a dict: its long keys are matched, not made into strings and hashed.
     """
 
-    protocolVersion: Any = msgspec.field(
-        default=msgspec.UNSET, name="io.modelcontextprotocol/protocolVersion"
-    )
-    clientCapabilities: Any = msgspec.field(
-        default=msgspec.UNSET, name="io.modelcontextprotocol/clientCapabilities"
-    )
+    protocolVersion: Any = msgspec.field(default=msgspec.UNSET, name=META_VERSION)
+    clientCapabilities: Any = msgspec.field(default=msgspec.UNSET, name=META_CAPABILITIES)
 
 
 class Params(msgspec.Struct, gc=False):
