@@ -131,7 +131,7 @@ class HttpProtocol:
         self._closed = False
         self._pipeline_paused = False
         self._write_paused = False
-        self._draining = False  # the bridge is shutting down (set by `shutdown`)
+        self._draining = False  # the bridge is shutting down: set by `shutdown`, read per answer
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -263,7 +263,7 @@ class HttpProtocol:
             request.keep_alive = False
             self._plain(exchange, error.status, error.reason, error.headers)
             return
-        if self.server.shutting_down:
+        if self._draining:
             request.keep_alive = False
             self._plain(exchange, 503, "the bridge is shutting down")
             return
