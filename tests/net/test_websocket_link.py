@@ -26,11 +26,17 @@ class Transport:
     def set_write_buffer_limits(self, high: int, low: int) -> None: ...
 
 
+def link_on(writes: WriteQueue) -> tuple[WebSocketProtocol, Transport]:
+    """A WebSocketProtocol of a server whose write queue is `writes`, and its transport."""
+    transport = Transport()
+    server = SimpleNamespace(limits=Limits(), time=lambda: 0.0, writes=writes)
+    return WebSocketProtocol(server, transport), transport  # type: ignore[arg-type]
+
+
 def link() -> tuple[WebSocketProtocol, Transport, list]:
     """A WebSocketProtocol whose write queue hands its flush to `scheduled` rather than to a loop."""
-    transport, scheduled = Transport(), []
-    server = SimpleNamespace(limits=Limits(), time=lambda: 0.0, writes=WriteQueue(scheduled.append))
-    return WebSocketProtocol(server, transport), transport, scheduled  # type: ignore[arg-type]
+    scheduled: list = []
+    return (*link_on(WriteQueue(scheduled.append)), scheduled)
 
 
 def test_writes_of_one_turn_leave_as_one_write_at_its_end():
@@ -45,9 +51,8 @@ def test_writes_of_one_turn_leave_as_one_write_at_its_end():
 def test_one_flush_per_turn_serves_every_websocket_that_wrote():
     scheduled: list = []
     writes = WriteQueue(scheduled.append)
-    server = SimpleNamespace(limits=Limits(), time=lambda: 0.0, writes=writes)
-    transports = [Transport(), Transport()]
-    first, second = (WebSocketProtocol(server, t) for t in transports)  # type: ignore[arg-type]
+    (first, first_transport), (second, second_transport) = link_on(writes), link_on(writes)
+    transports = [first_transport, second_transport]
     first.write(b"1")
     second.write(b"2")
     first.write(b"3")
