@@ -7,8 +7,10 @@ app's `AppChannel` (call out, result in) over fake transports, so no syscall or 
 loop is counted (what the bridge schedules with `call_soon` is run by the harness, see
 `StepLoop`); `--era ping` counts an app's exact `{"type":"ping"}` and its pong instead.
 The command runs itself under `valgrind --tool=callgrind` for N and 2N calls and prints
-the difference divided by N. `--drive N` (used by that) just makes the calls.
-CLIENTMCP_NO_EXTENSIONS=1 counts the pure-Python twins.
+the difference divided by N, once with the bridge and once with the bridge's three
+entry points replaced by canned answers: the second is the harness's own share, and the
+first minus the second is the bridge's. `--drive N [--stub]` (used by that) just makes
+the calls. CLIENTMCP_NO_EXTENSIONS=1 counts the pure-Python twins.
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ MODERN = (
     b'"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}',
     b"MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n",
 )
-CALL_ID = re.compile(rb'"id":"(\d+)"')
 PONG_FRAME = b'\x81\x0f{"type":"pong"}'
 
 
@@ -89,15 +90,31 @@ class StepLoop(uvloop.Loop):
             ready.pop(0)()
 
 
+MASKED_HEADS = [bytes((0x81, 0x80 | size)) + b"\0\0\0\0" for size in range(126)]
+RESULT_HEAD = b'{"type":"result","id":"'
+RESULT_TAIL = b'","result":{"content":[{"type":"text","text":"hi"}]}}'
+
+
 def client_text(payload: bytes) -> bytes:
     """A masked client text frame (with a zero key, so the payload reads as it is)."""
     size = len(payload)
-    head = bytes((0x81, 0x80 | size)) if size < 126 else bytes((0x81, 0x80 | 126)) + size.to_bytes(2, "big")
-    return head + b"\0\0\0\0" + payload
+    if size < 126:
+        return MASKED_HEADS[size] + payload
+    return bytes((0x81, 0x80 | 126)) + size.to_bytes(2, "big") + b"\0\0\0\0" + payload
 
 
-def round_trip(era: str) -> Callable[[], bytes]:
-    """A bridge with one app online, and a function making one tools/call (or ping) through it: the answer."""
+def call_id_of(frame: bytes) -> bytes:
+    """The id of the `call` in an unmasked server frame."""
+    start = frame.index(b'"id":"') + 6
+    return frame[start : frame.index(b'"', start)]
+
+
+def round_trip(era: str, stub_calls: int = 0) -> Callable[[], bytes]:
+    """A bridge with one app online, and a function making one tools/call (or ping) through it: the answer.
+
+    With `stub_calls`, the bridge's entry points are replaced by list appends and its
+    answers are canned, enough for that many calls: what is left is the harness alone.
+    """
     loop = StepLoop()
     server = Server(Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0), loop)
     now = time.time()
@@ -119,33 +136,44 @@ def round_trip(era: str) -> Callable[[], bytes]:
         + b"Content-Length: %d\r\n\r\n" % len(body)
         + body
     )
+    ping = client_text(b'{"type":"ping"}')
+    on_request, on_app_data, on_link_data = http.data_received, channel.receive_data, link.data_received
+    if stub_calls:
+        # What the bridge would write, already written; what it is fed, kept.
+        fed: list[object] = []
+        on_request = on_link_data = fed.append
+        on_app_data = lambda data, now: None  # noqa: E731
+        if era == "ping":
+            app_transport.written = [PONG_FRAME] * stub_calls
+        else:
+            call = b'{"type":"call","id":"1","name":"echo","arguments":{"text":"hi"}}'
+            app_transport.written = [b"\x81" + bytes((len(call),)) + call] * stub_calls
+            agent_transport.written = [b"HTTP/1.1 200 OK\r\n\r\n"] * stub_calls
 
     def one() -> bytes:
-        http.data_received(request)
+        on_request(request)
         loop.run_ready()
-        call_id = CALL_ID.search(app_transport.written.pop()).group(1)
-        result = b'{"type":"result","id":"%b","result":{"content":[{"type":"text","text":"hi"}]}}' % call_id
-        channel.receive_data(client_text(result), 0.0)
+        on_app_data(
+            client_text(b"".join((RESULT_HEAD, call_id_of(app_transport.written.pop()), RESULT_TAIL))), 0.0
+        )
         loop.run_ready()
         return agent_transport.written.pop()
 
-    ping = client_text(b'{"type":"ping"}')
-
     def one_ping() -> bytes:
-        link.data_received(ping)
+        on_link_data(ping)
         loop.run_ready()
         return app_transport.written.pop()
 
     return one_ping if era == "ping" else one
 
 
-def drive(era: str, calls: int) -> float:
+def drive(era: str, calls: int, stub: bool = False) -> float:
     """Make `calls` tool calls (or pings) after a checked one and a warm-up; the CPU seconds they took."""
-    one = round_trip(era)
+    one = round_trip(era, calls + 201 if stub else 0)
     answer = one()
     if era == "ping":
         assert answer == PONG_FRAME, answer
-    else:
+    elif not stub:
         assert answer.startswith(b"HTTP/1.1 200 OK") and b'"text":"hi"' in answer, answer
     for _ in range(200):
         one()
@@ -155,13 +183,14 @@ def drive(era: str, calls: int) -> float:
     return time.process_time() - started
 
 
-def count(era: str, calls: int) -> int:
+def count(era: str, calls: int, stub: bool = False) -> int:
     """Instructions per call: callgrind totals for N and 2N calls, differenced."""
     totals = []
     for n in (calls, 2 * calls):
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-             sys.executable, "-m", "bench.instructions", "--era", era, "--drive", str(n)],
+             sys.executable, "-m", "bench.instructions", "--era", era, "--drive", str(n),
+             *(["--stub"] if stub else [])],
             capture_output=True, text=True, check=True,
             # A fixed hash seed: dict and set layouts, so the counts, repeat run after run.
             env={**os.environ, "PYTHONHASHSEED": "0"},
@@ -175,14 +204,20 @@ def main() -> None:
     parser.add_argument("--era", choices=("legacy", "modern", "ping"), default="legacy")
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--drive", type=int, metavar="N", help="only make N calls (what callgrind runs)")
+    parser.add_argument(
+        "--stub", action="store_true", help="with --drive: the harness alone, the bridge stubbed"
+    )
     flags = parser.parse_args()
     if flags.drive is not None:
-        drive(flags.era, flags.drive)
+        drive(flags.era, flags.drive, flags.stub)
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed: apt-get install valgrind")
     what = "ping and pong" if flags.era == "ping" else "tools/call round trip"
-    print(f"{flags.era}: {count(flags.era, flags.calls):,} instructions per {what}")
+    total = count(flags.era, flags.calls)
+    harness = count(flags.era, flags.calls, stub=True)
+    print(f"{flags.era}: {total - harness:,} instructions per {what} in the bridge "
+          f"({total:,} counted, less {harness:,} for the harness)")  # fmt: skip
 
 
 if __name__ == "__main__":

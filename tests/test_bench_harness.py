@@ -25,3 +25,14 @@ def test_the_counting_harness_gets_the_exact_pong():
 
 def test_drive_times_its_calls():
     assert instructions.drive("legacy", 3) > 0.0
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern", "ping"])
+def test_the_stubbed_harness_never_reaches_the_bridge(era):
+    # Counted as the harness's own share: a call that reached the bridge would be subtracted from it.
+    one = instructions.round_trip(era, stub_calls=2)
+    canned = b'\x81\x0f{"type":"pong"}' if era == "ping" else b"HTTP/1.1 200 OK\r\n\r\n"
+    assert one() == canned
+    assert one() == canned
+    with pytest.raises(IndexError):  # nothing but the canned answers was written
+        one()
