@@ -35,6 +35,7 @@ from clientmcp_fast.core.jsonrpc import (
     Message,
     Meta,
     Params,
+    decode_body,
     valid_id,
 )
 from clientmcp_fast.core.jsonrpc import result as jsonrpc_result
@@ -394,7 +395,7 @@ class AgentEndpoint:
             context.fail(413, NULL_ID, INVALID_REQUEST, "Request body larger than 4 MiB")
             return
         try:
-            message = jsonrpc.decode_body(body)
+            message = decode_body(body)
         except msgspec.ValidationError:
             # Valid JSON, wrong shape: a scalar body, or params that is not an object.
             context.fail(

@@ -83,7 +83,7 @@ class InFlightCalls:
         self._seq = seq = self._seq + 1
         call.seq = seq
         # Unique among all calls of this bridge, so certainly among a connection's (spec §3.2).
-        call.id = str(seq)
+        call.id = f"{seq}"  # (compiled, an f-string formats the C integer directly)
         call.app = app
         call.deadline = deadline = now + self.timeout
         call.slow_at = slow_at = now + STREAM_AFTER_SECONDS

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import orjson
+from msgspec import UNSET
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -78,12 +79,12 @@ def salvage_id(body: bytes | msgspec.Raw) -> bytes:
         found = _decode_id_only(body).id
     except msgspec.DecodeError:
         return NULL_ID
-    return NULL_ID if found is msgspec.UNSET else valid_id(found) or NULL_ID
+    return NULL_ID if found is UNSET else valid_id(found) or NULL_ID
 
 
 def valid_id(raw: msgspec.Raw | msgspec.UnsetType) -> bytes | None:
     """The id as JSON bytes when it is a string or a number, as MCP requires; else None."""
-    if raw is msgspec.UNSET:
+    if raw is UNSET:
         return None
     data = bytes(raw)
     # msgspec keeps a Raw as the exact value, never empty: its first byte tells the JSON type.

@@ -18,6 +18,6 @@ cdef class TokenVerifier:
     cdef public Py_ssize_t _cache_size
     cdef public double wall_offset
 
-    @cython.locals(grant=Grant)
+    @cython.locals(grant=Grant, skew=double)
     cpdef str verify(self, token, str role, double now, bint remember=*)
     cpdef Grant _check_signature_and_claims(self, token)

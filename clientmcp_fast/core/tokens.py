@@ -94,9 +94,10 @@ class TokenVerifier:
                 self._cache[token] = grant
         if grant.role != role:
             raise TokenError(f"token role is {grant.role}, this endpoint needs {role}")
-        if now > grant.exp + CLOCK_SKEW_SECONDS:
+        skew = CLOCK_SKEW_SECONDS  # a local, so that compiled the comparisons are of C numbers
+        if now > grant.exp + skew:
             raise TokenError("token expired")
-        if now < grant.nbf - CLOCK_SKEW_SECONDS:
+        if now < grant.nbf - skew:
             raise TokenError("token not valid yet (nbf)")
         return grant.client_id
 

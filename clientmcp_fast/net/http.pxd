@@ -35,6 +35,7 @@ cdef class HttpProtocol:
     cdef public bint _pipeline_paused
     cdef public bint _write_paused
     cdef public bint _draining
+    cdef public bint _log_requests
 
     cpdef data_received(self, data)
     cpdef _arm(self)

@@ -110,6 +110,7 @@ class HttpProtocol:
         "_pipeline_paused",
         "_write_paused",
         "_draining",
+        "_log_requests",
     )
 
     def __init__(self, server: Server) -> None:
@@ -132,6 +133,8 @@ class HttpProtocol:
         self._pipeline_paused = False
         self._write_paused = False
         self._draining = False  # the bridge is shutting down: set by `shutdown`, read per answer
+        # The log level is set at startup: read once here, not as a module attribute per request.
+        self._log_requests: bool = log.debug_enabled
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -224,7 +227,7 @@ class HttpProtocol:
 
     def _dispatch(self, exchange: HttpExchange) -> None:
         request = exchange.request
-        if log.debug_enabled:
+        if self._log_requests:
             logger.debug("%s %s", request.method.decode("latin-1"), redact_target(request.target))
         kind, token = route(request.target)
         if kind == ROUTE_MCP:
