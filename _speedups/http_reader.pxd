@@ -75,6 +75,7 @@ cdef class RequestReader:
     cdef bytes _target
     cdef dict _headers
     cdef dict _repeated  # the values of each repeated header
+    cdef list _last_values  # by KNOWN_NAMES index: the value last read under that name
     cdef list _body
     cdef Py_ssize_t _body_size
     cdef Py_ssize_t _head_bytes
@@ -97,6 +98,7 @@ cdef class RequestReader:
     cdef _new_message(self)
     cdef _add_request(self, object body, bint keep_alive)
     cdef _too_large(self)
+    cdef bytes _value_bytes(self, Py_ssize_t index)
     cdef _join_repeated(self)
     cdef bytes _method(self)
     cdef int _message_begin(self) except -1

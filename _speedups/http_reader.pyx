@@ -115,19 +115,22 @@ for _name in KNOWN_NAMES:
 cdef list METHOD_NAMES = [None] * 64
 
 
-cdef object _lowered_name(const char* name, Py_ssize_t size):
-    """The lower-cased header name, shared when it is a known one."""
+cdef object _lowered_name(const char* name, Py_ssize_t size, Py_ssize_t* index):
+    """The lower-cased header name, shared when it is a known one (`index` says which, or -1)."""
     cdef char lowered[64]
     cdef Py_ssize_t i
     cdef char c
     cdef bytes known
+    index[0] = -1
     if size > 64:
         return PyBytes_FromStringAndSize(name, size).lower()
     for i in range(size):
         c = name[i]
         lowered[i] = c + 32 if 65 <= c <= 90 else c  # A-Z only, as bytes.lower()
-    for known in KNOWN_NAMES:
+    for i in range(len(KNOWN_NAMES)):
+        known = KNOWN_NAMES[i]
         if PyBytes_GET_SIZE(known) == size and memcmp(PyBytes_AS_STRING(known), lowered, size) == 0:
+            index[0] = i
             return known
     return PyBytes_FromStringAndSize(lowered, size)
 
@@ -255,6 +258,7 @@ cdef class RequestReader:
         self._queue = queue
         self._max_head = max_head_bytes
         self._echo = websocket_echo
+        self._last_values = [None] * len(KNOWN_NAMES)
         self._new_message()
         self._reported = False
         self._http11 = True
@@ -382,8 +386,9 @@ cdef class RequestReader:
         if not self._value.present:
             return 0
         cdef Py_ssize_t name_size = self._name.size
-        value = PyBytes_FromStringAndSize(self._value.data, self._value.size)
-        name = _lowered_name(self._name.data, name_size)
+        cdef Py_ssize_t index
+        name = _lowered_name(self._name.data, name_size, &index)
+        value = self._value_bytes(index)
         _span_clear(&self._name)
         _span_clear(&self._value)
         self._unreported = 0
@@ -406,6 +411,23 @@ cdef class RequestReader:
             else:
                 values.append(value)
         return 0
+
+    cdef bytes _value_bytes(self, Py_ssize_t index):
+        """The value just read, as bytes: for a known name, the last one read when the bytes are the same."""
+        # A keep-alive agent sends the same values request after request, its token above
+        # all: one object serves them all, and its hash, once computed, serves every lookup.
+        cdef Py_ssize_t size = self._value.size
+        cdef bytes value
+        if index >= 0:
+            value = self._last_values[index]
+            if value is not None and PyBytes_GET_SIZE(value) == size and memcmp(
+                PyBytes_AS_STRING(value), self._value.data, size
+            ) == 0:
+                return value
+        value = PyBytes_FromStringAndSize(self._value.data, size)
+        if index >= 0:
+            self._last_values[index] = value
+        return value
 
     cdef _join_repeated(self):
         # Once the head (or trailer) is read, not at each repetition (see the twin).

@@ -175,6 +175,10 @@ _REQUESTS = [
     b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-Trailer: t\r\n\r\n",
     # A name repeated in the head and again in the trailer: one value, in order.
     b"POST /mcp HTTP/1.1\r\nX-T: a\r\nTransfer-Encoding: chunked\r\nx-t: b\r\n\r\n0\r\nX-T: c\r\n\r\n",
+    # Known names again, with values of the same length as the first request's but other bytes.
+    b'POST /mcp HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer u\r\nContent-Length: 7\r\n\r\n{"b":2}',
+    # A known name twice with one value (the compiled twin may give both the same object).
+    b"GET /healthz HTTP/1.1\r\nHost: a\r\nHOST: a\r\n\r\n",
 ]
 _ENDINGS = [
     b"",
@@ -245,6 +249,12 @@ def test_request_reader_reads_what_was_sent(module):
     assert (chunked[2][b"x-trailer"], chunked[4]) == (b"t", b"a")
     repeated = _read(module, [_REQUESTS[9]])[0][0]
     assert (repeated[2][b"x-t"], repeated[3]) == (b"a, b, c", {b"x-t"})
+    # Values of a name change from request to request, whatever the previous one was.
+    first, other, again = _read(module, [_REQUESTS[0], _REQUESTS[10], _REQUESTS[0]])[0]
+    assert [r[2][b"authorization"] for r in (first, other, again)] == [b"Bearer t", b"Bearer u", b"Bearer t"]
+    assert [r[2][b"host"] for r in (first, other, again)] == [b"a", b"b", b"a"]
+    twice = _read(module, [_REQUESTS[11]])[0][0]
+    assert (twice[2][b"host"], twice[3]) == (b"a, a", {b"host"})
     many = _read(module, [b"GET / HTTP/1.1\r\n" + b"X: c\r\n" * 2000 + b"\r\n"])[0][0]
     assert many[2][b"x"] == b", ".join([b"c"] * 2000)
     assert upgrade is None and state == (False, False, False, False, None)

@@ -37,9 +37,11 @@ cdef class AgentEndpoint:
     cdef public TokenVerifier verifier
     cdef public object allowed_origins
     cdef public dict _accept_cache
+    cdef public dict _bearer_cache
 
     @cython.locals(request=Request, headers=dict, method=bytes)
     cpdef handle(self, Exchange exchange, path_token, now)
+    @cython.locals(cache=dict)
     cpdef _authenticate(self, exchange, dict headers, path_token, cors, now)
     @cython.locals(headers=dict)
     cpdef _route(self, _Context context, message, now)

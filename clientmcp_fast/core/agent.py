@@ -8,7 +8,6 @@ is the map of legacy calls that a `notifications/cancelled` may name.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from typing import TYPE_CHECKING, Any
@@ -104,15 +103,14 @@ def _header_text(value: bytes, known: dict[bytes, str]) -> str:
     return known.get(value) or value.strip().decode("latin-1")
 
 
-# An agent sends the same Authorization header with every request: its token is read out
-# once. Bounded, as the headers are the agents' to choose; a pure function, so nothing a
-# cached answer could change.
-@functools.lru_cache(maxsize=10_000)
-def _bearer_token(authorization: bytes) -> bytes | None:
-    """The token of an `Authorization: Bearer <token>` header; None for any other scheme."""
+_MAX_BEARER_CACHE = 10_000
+
+
+def _bearer_token(authorization: bytes) -> bytes:
+    """The token of an `Authorization: Bearer <token>` header; b"" for any other scheme."""
     scheme, _, value = authorization.strip().partition(b" ")
     value = value.strip()
-    return value if scheme.lower() == b"bearer" and value else None
+    return value if scheme.lower() == b"bearer" else b""
 
 
 def _parse_accept(value: bytes | None) -> tuple[bool, bool, bool]:
@@ -329,7 +327,7 @@ class LegacyStream:
 class AgentEndpoint:
     """Serves `/mcp` and `/mcp/<token>`: each request checked, routed to its era, and answered."""
 
-    __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache")
+    __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache", "_bearer_cache")
 
     def __init__(
         self, bridge: Bridge, verifier: TokenVerifier, allowed_origins: tuple[str, ...] | None
@@ -338,6 +336,9 @@ class AgentEndpoint:
         self.verifier = verifier
         self.allowed_origins = None if allowed_origins is None else {o.lower() for o in allowed_origins}
         self._accept_cache: dict[bytes | None, tuple[bool, bool, bool]] = {}
+        # An agent sends the same Authorization header with every request: its token is read
+        # out once. Bounded, as the headers are the agents' to choose.
+        self._bearer_cache: dict[bytes, bytes] = {}
 
     # -- the order of checks (BRIDGE.md §5.0) -----------------------------------------------
 
@@ -443,7 +444,16 @@ class AgentEndpoint:
     ) -> str | None:
         """The client ID the agent token selects; None after answering 401 (spec §4)."""
         authorization = headers.get(b"authorization")
-        token = _bearer_token(authorization) if authorization is not None else None
+        token = None
+        if authorization is not None:
+            cache = self._bearer_cache
+            token = cache.get(authorization)
+            if token is None:
+                token = _bearer_token(authorization)
+                if len(cache) >= _MAX_BEARER_CACHE:
+                    del cache[next(iter(cache))]  # dicts keep insertion order: the oldest goes
+                cache[authorization] = token
+            token = token or None
         if token is None and path_token:
             token = path_token
         if token is None:

@@ -77,3 +77,26 @@ def test_a_refused_header_is_refused_every_time(endpoint):
     )
     for _ in range(2):
         assert ask(endpoint, header) == (401, "Unauthorized: token signature does not verify")
+
+
+def test_the_tokens_read_from_headers_are_remembered_within_a_bound(endpoint):
+    # Every agent chooses its own headers: a stream of distinct ones must not grow memory.
+    alice = bearer("alice")
+    assert ask(endpoint, alice) == (200, ["a"])
+    for n in range(10_000):
+        assert ask(endpoint, b"Basic %d" % n)[0] == 401
+    assert len(endpoint._bearer_cache) == 10_000
+    assert alice not in endpoint._bearer_cache  # the oldest went first
+    assert ask(endpoint, alice) == (200, ["a"])  # and is read out again when it comes back
+
+
+def test_a_bearer_header_without_a_token_is_no_token(endpoint):
+    for header in (b"Bearer", b"Bearer   ", b"bearer "):
+        assert ask(endpoint, header) == (
+            401,
+            "Unauthorized: no agent token: send Authorization: Bearer <token>",
+        )
+        assert ask(endpoint, header) == (
+            401,
+            "Unauthorized: no agent token: send Authorization: Bearer <token>",
+        )
