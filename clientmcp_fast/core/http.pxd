@@ -6,7 +6,11 @@ cimport cython
 
 
 @cython.locals(prefix=bytes, known=dict)
-cpdef bytes response_head(int status, headers, content_length, bint close, bint chunked=*)
+cdef bytes _head_prefix(int status, headers, bint close)
+@cython.locals(prefix=bytes)
+cpdef bytes response_message(int status, headers, body, bint close, bint with_body=*)
+@cython.locals(prefix=bytes)
+cpdef bytes response_head(int status, headers, bint close, bint chunked=*)
 
 
 cdef class Request:

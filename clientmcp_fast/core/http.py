@@ -102,16 +102,9 @@ _HEAD_PREFIXES: dict[tuple, bytes] = {}
 _MAX_HEAD_PREFIXES = 1024  # CORS origins vary by agent: bound what is remembered
 
 
-def response_head(
-    status: int, headers: Headers, content_length: int | None, close: bool, chunked: bool = True
-) -> bytes:
-    """Status line and headers of a response, with its framing headers.
-
-    Without a `content_length` the body is chunked, or with `chunked=False` (HTTP/1.0) runs
-    until the connection closes.
-    """
-    # The same few header sets answer nearly every request: everything but the length is
-    # built once per set.
+def _head_prefix(status: int, headers: Headers, close: bool) -> bytes:
+    """Status line and headers of a response, without the headers that frame its body."""
+    # The same few header sets answer nearly every request: each is built once.
     key = (status, headers, close) if type(headers) is tuple else None
     known = _HEAD_PREFIXES
     prefix = known.get(key) if key is not None else None
@@ -124,15 +117,37 @@ def response_head(
         prefix = b"".join(parts)
         if key is not None and len(known) < _MAX_HEAD_PREFIXES:
             known[key] = prefix
-    if content_length is None:
-        return prefix + b"transfer-encoding: chunked\r\n\r\n" if chunked else prefix + b"\r\n"
-    return prefix + b"content-length: %d\r\n\r\n" % content_length
+    return prefix
+
+
+# Nearly every answer is a JSON 200: its heads are at hand, no key made and looked up.
+_JSON_OK = _head_prefix(200, JSON_ONLY, False)
+_JSON_OK_CLOSE = _head_prefix(200, JSON_ONLY, True)
+
+
+def response_message(
+    status: int, headers: Headers, body: bytes, close: bool, with_body: bool = True
+) -> bytes:
+    """A whole response with its Content-Length; `with_body=False` leaves the body out (a HEAD answer)."""
+    if status == 200 and headers is JSON_ONLY:
+        prefix = _JSON_OK_CLOSE if close else _JSON_OK
+    else:
+        prefix = _head_prefix(status, headers, close)
+    # An f-string, not %-formatting: compiled, it formats the C length directly.
+    length = f"content-length: {len(body)}\r\n\r\n".encode()
+    return b"".join((prefix, length, body)) if with_body else prefix + length
+
+
+def response_head(status: int, headers: Headers, close: bool, chunked: bool = True) -> bytes:
+    """The head of a response whose body follows in chunks, or (`chunked=False`, HTTP/1.0) until the end."""
+    prefix = _head_prefix(status, headers, close)
+    return prefix + b"transfer-encoding: chunked\r\n\r\n" if chunked else prefix + b"\r\n"
 
 
 def plain_response(status: int, text: str, extra: Headers = (), close: bool = False) -> bytes:
     """A whole text/plain response: the answer to anything that is not MCP."""
     body = text.encode("utf-8") + b"\n"
-    return response_head(status, (TEXT_PLAIN, *extra), len(body), close) + body
+    return response_message(status, (TEXT_PLAIN, *extra), body, close)
 
 
 def chunk(data: bytes) -> bytes:

@@ -1,7 +1,7 @@
 # Typed declarations of http.py for its compiled build (Cython pure-Python mode): see setup.py.
 
 from clientmcp_fast.core.agent cimport AgentEndpoint
-from clientmcp_fast.core.http cimport Exchange, Request, response_head
+from clientmcp_fast.core.http cimport Exchange, Request, response_head, response_message
 
 cimport cython
 
@@ -9,6 +9,7 @@ cdef class HttpExchange(Exchange):
     cdef public HttpProtocol _conn
     cdef public int _state
 
+    @cython.locals(request=Request)
     cpdef respond(self, status, headers, body)
     @cython.locals(request=Request)
     cpdef start_stream(self, headers)

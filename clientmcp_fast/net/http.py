@@ -23,6 +23,7 @@ from clientmcp_fast.core.http import (
     chunk,
     plain_response,
     response_head,
+    response_message,
 )
 from clientmcp_fast.core.websocket import HandshakeError, accept_response, check_upgrade
 from clientmcp_fast.log import logger, redact_target
@@ -55,10 +56,12 @@ class HttpExchange(Exchange):
             return
         self._state = _DONE
         self.on_abandon = None
-        close = self._conn.must_close(self.request)
-        head = response_head(status, headers, len(body), close)
+        request = self.request
+        close = self._conn.must_close(request)
         # RFC 9110 §9.3.2: a HEAD answer has the head a GET would get, and no content.
-        self._conn.finish(self, head if self.request.method == b"HEAD" else head + body, close)
+        self._conn.finish(
+            self, response_message(status, headers, body, close, request.method != b"HEAD"), close
+        )
 
     def start_stream(self, headers: Headers) -> None:
         if self._state != _PENDING:
@@ -66,11 +69,11 @@ class HttpExchange(Exchange):
         self._state = _STREAMING
         request = self.request
         if request.http11:
-            self._conn.write(response_head(200, headers, None, self._conn.must_close(request)))
+            self._conn.write(response_head(200, headers, self._conn.must_close(request)))
         else:
             # HTTP/1.0 has no chunked coding (RFC 9112 §6.3): the body ends when the connection does.
             request.keep_alive = False
-            self._conn.write(response_head(200, headers, None, True, chunked=False))
+            self._conn.write(response_head(200, headers, True, chunked=False))
 
     def stream(self, data: bytes) -> None:
         if self._state == _STREAMING:
