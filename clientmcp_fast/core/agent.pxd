@@ -25,6 +25,7 @@ cdef class _Context(Call):
     cdef public bint modern
     cdef public object session
 
+    cpdef init_context(self, Exchange exchange, dict headers, repeated, client_id, cors, bint json_ok, bint sse_named)
     cpdef reply(self, body, extra=*)
     cpdef fail(self, status, id_json, code, message, data=*)
     cpdef accepted(self)
@@ -39,7 +40,7 @@ cdef class AgentEndpoint:
     cdef public dict _accept_cache
     cdef public dict _bearer_cache
 
-    @cython.locals(request=Request, headers=dict, method=bytes)
+    @cython.locals(request=Request, headers=dict, method=bytes, context=_Context)
     cpdef handle(self, Exchange exchange, path_token, now)
     @cython.locals(cache=dict)
     cpdef _authenticate(self, exchange, dict headers, path_token, cors, now)

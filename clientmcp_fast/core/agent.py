@@ -170,6 +170,22 @@ class _Context(Call):
         json_ok: bool,
         sse_named: bool,
     ) -> None:
+        self.init_context(exchange, headers, repeated, client_id, cors, json_ok, sse_named)
+
+    def init_context(
+        self,
+        exchange: Exchange,
+        headers: dict[bytes, bytes],
+        repeated: frozenset[bytes] | tuple[()],
+        client_id: str,
+        cors: Headers,
+        json_ok: bool,
+        sse_named: bool,
+    ) -> None:
+        """Set the fields: what __init__ does, and what the hot path calls after `_Context.__new__`.
+
+        Compiled, `__new__` and this are C calls, where calling the class parses its arguments.
+        """
         self.init_call(sse_named)  # `wants_stream`: the Accept header named text/event-stream
         self.exchange = exchange
         # The request's headers (passed in, as the caller has them at hand), read by every
@@ -382,7 +398,8 @@ class AgentEndpoint:
             if len(self._accept_cache) < 256:
                 self._accept_cache[accept] = parsed
         json_ok, sse_ok, sse_named = parsed
-        context = _Context(exchange, headers, request.repeated, client_id, cors, json_ok, sse_named)
+        context = _Context.__new__(_Context)
+        context.init_context(exchange, headers, request.repeated, client_id, cors, json_ok, sse_named)
         if method == b"GET":
             self._get(context, sse_named, now)
             return

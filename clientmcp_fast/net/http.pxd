@@ -10,6 +10,7 @@ cdef class HttpExchange(Exchange):
     cdef public int _state
 
     @cython.locals(request=Request)
+    cpdef init_exchange(self, HttpProtocol conn, Request request)
     cpdef respond(self, status, headers, body)
     @cython.locals(request=Request)
     cpdef start_stream(self, headers)
@@ -40,6 +41,7 @@ cdef class HttpProtocol:
 
     cpdef data_received(self, data)
     cpdef _arm(self)
+    @cython.locals(exchange=HttpExchange)
     cpdef _serve(self)
     @cython.locals(request=Request)
     cpdef _dispatch(self, HttpExchange exchange)

@@ -46,6 +46,10 @@ class HttpExchange(Exchange):
     __slots__ = ("_conn", "_state")
 
     def __init__(self, conn: HttpProtocol, request: Request) -> None:
+        self.init_exchange(conn, request)
+
+    def init_exchange(self, conn: HttpProtocol, request: Request) -> None:
+        """Set the fields: what __init__ does, and what the connection calls after `HttpExchange.__new__`."""
         self.request = request
         self.on_abandon = None
         self._conn = conn
@@ -221,7 +225,9 @@ class HttpProtocol:
                     self._pipeline_paused = False
                     if not self._write_paused and not self.reader.stopped:
                         self.transport.resume_reading()
-                exchange = HttpExchange(self, request)
+                # Compiled, __new__ and init_exchange are C calls, where calling the class parses arguments.
+                exchange = HttpExchange.__new__(HttpExchange)
+                exchange.init_exchange(self, request)
                 self._current = exchange
                 self._dispatch(exchange)
         finally:
