@@ -1,10 +1,10 @@
 # Typed declarations of channel.py for its compiled build (Cython pure-Python mode): see setup.py.
 
 from clientmcp_fast.core.bridge cimport Bridge
-from clientmcp_fast.core.websocket cimport WebSocket
+from clientmcp_fast.core.websocket cimport MessageHandler, WebSocket
 
 
-cdef class AppChannel:
+cdef class AppChannel(MessageHandler):
     cdef public Bridge bridge
     cdef public WebSocket ws
     cdef public object client_id
@@ -17,4 +17,6 @@ cdef class AppChannel:
     cpdef close(self, code, reason)
     cpdef on_exact_ping(self)
     cpdef on_text(self, payload)
+    cpdef on_binary(self, payload)
+    cpdef on_close(self, code, reason)
     cpdef _on_result(self, message)

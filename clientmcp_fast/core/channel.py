@@ -24,6 +24,7 @@ from clientmcp_fast.core.websocket import (
     OPEN,
     HandshakeError,
     Link,
+    MessageHandler,
     WebSocket,
     accept_response,
     check_upgrade,
@@ -64,7 +65,7 @@ def _shape_problem(error: msgspec.ValidationError) -> str:
     return "message is not a JSON object"
 
 
-class AppChannel:
+class AppChannel(MessageHandler):
     """The client channel of one connected app: the handler of its WebSocket."""
 
     __slots__ = ("bridge", "ws", "client_id", "toolset", "calls", "last_seen", "congested_since")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from clientmcp_fast.core.websocket import Link, WebSocket
+from clientmcp_fast.core.websocket import Link, MessageHandler, WebSocket
 from clientmcp_fast.speedups import EXACT_PING, OP_BINARY, build_frame
 
 
-class EchoSession:
+class EchoSession(MessageHandler):
     """Sends every message back as it came; the same WebSocket code the client channel runs on."""
 
     __slots__ = ("ws",)

@@ -112,16 +112,31 @@ class Link(Protocol):
         """Close the transport once queued bytes are out; if asked, first give the peer a while to close."""
 
 
-class MessageHandler(Protocol):
-    """What a WebSocket delivers: whole, validated messages, and the end of the connection."""
+class MessageHandler:
+    """What a WebSocket delivers: whole, validated messages, and the end of the connection.
 
-    def on_text(self, payload: bytes) -> None: ...
+    A base class rather than a Protocol, so that compiled, the WebSocket calls these
+    methods directly: a handler (the app's channel, the echo session, a test's recorder)
+    derives from it.
+    """
 
-    def on_binary(self, payload: bytes) -> None: ...
+    __slots__ = ()
 
-    def on_exact_ping(self) -> None: ...
+    def on_text(self, payload: bytes) -> None:
+        """A whole text message, valid UTF-8."""
+        raise NotImplementedError
 
-    def on_close(self, code: int, reason: str) -> None: ...
+    def on_binary(self, payload: bytes) -> None:
+        """A whole binary message."""
+        raise NotImplementedError
+
+    def on_exact_ping(self) -> None:
+        """The exact text `{"type":"ping"}`, spotted before any JSON parsing."""
+        raise NotImplementedError
+
+    def on_close(self, code: int, reason: str) -> None:
+        """The connection ended, with this close code and reason."""
+        raise NotImplementedError
 
 
 class WebSocket:

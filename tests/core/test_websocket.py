@@ -18,6 +18,7 @@ from clientmcp_fast.core.channel import SUBPROTOCOL, client_channel_handshake
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 from clientmcp_fast.core.websocket import (
     HandshakeError,
+    MessageHandler,
     WebSocket,
     accept_response,
     check_upgrade,
@@ -32,7 +33,7 @@ RFC_KEY = b"dGhlIHNhbXBsZSBub25jZQ=="
 RFC_ACCEPT = b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 
 
-class RecordingHandler:
+class RecordingHandler(MessageHandler):
     """A MessageHandler that records each call as a tuple, in order."""
 
     def __init__(self) -> None:
