@@ -1,4 +1,4 @@
-from libc.stdint cimport int32_t, uint8_t, uint16_t, uint64_t
+from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 
 # llhttp 9.4 as httptools 0.9 carries it (its vendor/llhttp/include/llhttp.h): the parser's
@@ -70,12 +70,14 @@ cdef class RequestReader:
     cdef llhttp_t _llhttp
     cdef char _llhttp_spare[64]  # room, should a llhttp_t of another release be larger
     cdef object _queue
+    cdef object _enqueue
     cdef Py_ssize_t _max_head
     cdef bint _echo
     cdef bytes _target
     cdef dict _headers
     cdef dict _repeated  # the values of each repeated header
     cdef list _last_values  # by KNOWN_NAMES index: the value last read under that name
+    cdef uint32_t _seen  # bit i: this message has a header named KNOWN_NAMES[i]
     cdef list _body
     cdef Py_ssize_t _body_size
     cdef Py_ssize_t _head_bytes

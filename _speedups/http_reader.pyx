@@ -17,6 +17,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_SetDefault, PyDict_Size
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
+from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
 from posix.dlfcn cimport RTLD_NOW, dlerror, dlopen, dlsym
 
@@ -109,8 +110,18 @@ cdef tuple KNOWN_NAMES = (
     b"upgrade",
     b"user-agent",
 )
-for _name in KNOWN_NAMES:
+# The same names as C data, so that finding one walks plain arrays (the tuple keeps them alive).
+cdef Py_ssize_t KNOWN_COUNT = len(KNOWN_NAMES)
+cdef Py_ssize_t KNOWN_SIZES[32]
+cdef const char* KNOWN_DATA[32]
+assert KNOWN_COUNT <= 32  # also the bits of a message's `_seen` mask
+for _index, _name in enumerate(KNOWN_NAMES):
     hash(_name)
+    KNOWN_SIZES[_index] = len(_name)
+    KNOWN_DATA[_index] = PyBytes_AS_STRING(_name)
+# Headers read once the head is complete: a message's `_seen` mask says whether to look them up.
+cdef uint32_t SEEN_TRANSFER_ENCODING = 1 << KNOWN_NAMES.index(b"transfer-encoding")
+cdef uint32_t SEEN_EXPECT = 1 << KNOWN_NAMES.index(b"expect")
 # Method names by llhttp's number, made once each (llhttp has fewer than 64 methods).
 cdef list METHOD_NAMES = [None] * 64
 
@@ -120,18 +131,16 @@ cdef object _lowered_name(const char* name, Py_ssize_t size, Py_ssize_t* index):
     cdef char lowered[64]
     cdef Py_ssize_t i
     cdef char c
-    cdef bytes known
     index[0] = -1
     if size > 64:
         return PyBytes_FromStringAndSize(name, size).lower()
     for i in range(size):
         c = name[i]
         lowered[i] = c + 32 if 65 <= c <= 90 else c  # A-Z only, as bytes.lower()
-    for i in range(len(KNOWN_NAMES)):
-        known = KNOWN_NAMES[i]
-        if PyBytes_GET_SIZE(known) == size and memcmp(PyBytes_AS_STRING(known), lowered, size) == 0:
+    for i in range(KNOWN_COUNT):
+        if KNOWN_SIZES[i] == size and memcmp(KNOWN_DATA[i], lowered, size) == 0:
             index[0] = i
-            return known
+            return KNOWN_NAMES[i]
     return PyBytes_FromStringAndSize(lowered, size)
 
 
@@ -256,6 +265,7 @@ cdef class RequestReader:
         llhttp_init(&self._llhttp, HTTP_REQUEST, &SETTINGS)
         self._llhttp.data = <void*>self
         self._queue = queue
+        self._enqueue = queue.append  # looked up once, not per request
         self._max_head = max_head_bytes
         self._echo = websocket_echo
         self._last_values = [None] * len(KNOWN_NAMES)
@@ -328,6 +338,7 @@ cdef class RequestReader:
         # Sized for a usual request's dozen headers, so that none of them makes the dict grow.
         self._headers = _PyDict_NewPresized(12)
         self._repeated = None
+        self._seen = 0
         self._body = []
         self._body_size = 0
         self._head_bytes = 0
@@ -342,7 +353,7 @@ cdef class RequestReader:
 
     cdef _add_request(self, object body, bint keep_alive):
         repeated = frozenset(self._repeated) if self._repeated else ()
-        self._queue.append(
+        self._enqueue(
             Request(self._method(), self._target, self._headers, repeated, body, keep_alive, self._http11)
         )
 
@@ -389,6 +400,8 @@ cdef class RequestReader:
         cdef Py_ssize_t index
         name = _lowered_name(self._name.data, name_size, &index)
         value = self._value_bytes(index)
+        if index >= 0:
+            self._seen |= (<uint32_t>1) << index
         _span_clear(&self._name)
         _span_clear(&self._value)
         self._unreported = 0
@@ -453,19 +466,21 @@ cdef class RequestReader:
         else:
             self._pending = (505, "only HTTP/1.1 is served")
             return 1
-        headers = self._headers
-        encoding = headers.get(b"transfer-encoding")
-        if encoding is not None and encoding.strip().lower() != b"chunked":
-            self._pending = (501, "only the chunked transfer coding is supported")
-            return 1
-        length = headers.get(b"content-length")
-        # llhttp accepted the value, so it is digits: only a 7-digit one can pass 4 MiB.
-        if length is not None and len(length) >= 7 and int(length) > MAX_BODY:
+        cdef uint32_t seen = self._seen
+        if seen & SEEN_TRANSFER_ENCODING:
+            encoding = self._headers[b"transfer-encoding"]
+            if encoding.strip().lower() != b"chunked":
+                self._pending = (501, "only the chunked transfer coding is supported")
+                return 1
+        # llhttp has read Content-Length as a number (0 without one; with two, it refused).
+        if self._llhttp.content_length > <uint64_t>MAX_BODY:
             self._too_large()
             return 0
         self.in_body = True
-        expect = headers.get(b"expect")
-        self.expect_continue = expect is not None and expect.lower() == b"100-continue"
+        if seen & SEEN_EXPECT:
+            self.expect_continue = self._headers[b"expect"].lower() == b"100-continue"
+        else:
+            self.expect_continue = False
         return 0
 
     cdef int _body_piece(self, const char* at, size_t length) except -1:
