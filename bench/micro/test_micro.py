@@ -30,6 +30,7 @@ from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.http import Exchange, Request
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import TokenVerifier, mint
+from clientmcp_fast.core.websocket import Link
 
 FRAMES = [pytest.param(pure_frames, id="pure"), pytest.param(compiled_frames, id="compiled")]
 ROUTING = [pytest.param(pure_routing, id="pure"), pytest.param(compiled_routing, id="compiled")]
@@ -95,7 +96,7 @@ def test_route(benchmark, routing, target):
 # -- the core, with the implementation speedups picked ----------------------------------
 
 
-class DiscardLink:
+class DiscardLink(Link):
     """A WebSocket link that drops what is written: the bytes are not what is measured."""
 
     def write(self, data: bytes) -> None:

@@ -3,6 +3,12 @@
 cimport cython
 
 
+cdef class Link:
+    cpdef write(self, data)
+    cpdef write_now(self, data)
+    cpdef end(self, wait_for_peer)
+
+
 cdef class MessageHandler:
     cpdef on_text(self, payload)
     cpdef on_binary(self, payload)
@@ -12,7 +18,7 @@ cdef class MessageHandler:
 
 cdef class WebSocket:
     cdef public object _reader
-    cdef public object _link
+    cdef public Link _link
     cdef public MessageHandler _handler
     cdef public object _parts
     cdef public object _parts_opcode

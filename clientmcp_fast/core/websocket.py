@@ -12,7 +12,6 @@ import base64
 import binascii
 import codecs
 import hashlib
-from typing import Protocol
 
 from clientmcp_fast.core.limits import MAX_CLOSE_REASON_BYTES, MAX_MESSAGE_BYTES
 from clientmcp_fast.speedups import (
@@ -99,17 +98,26 @@ def close_reason_bytes(reason: str) -> bytes:
     return data[:MAX_CLOSE_REASON_BYTES].decode("utf-8", "ignore").encode("utf-8")
 
 
-class Link(Protocol):
-    """Where a connection's output goes; the I/O layer implements it, tests record it."""
+class Link:
+    """Where a connection's output goes; the I/O layer implements it, tests record it.
+
+    A base class rather than a Protocol, so that compiled, the WebSocket calls these
+    methods directly: the net layer's `WebSocketProtocol` and the tests' links derive from it.
+    """
+
+    __slots__ = ()
 
     def write(self, data: bytes) -> None:
         """Queue bytes for the peer (writes made in one loop iteration go out together)."""
+        raise NotImplementedError
 
     def write_now(self, data: bytes) -> None:
         """Bytes that answer what just arrived (a pong): out at once, unless writes are queued (then after them)."""
+        raise NotImplementedError
 
     def end(self, wait_for_peer: bool) -> None:
         """Close the transport once queued bytes are out; if asked, first give the peer a while to close."""
+        raise NotImplementedError
 
 
 class MessageHandler:

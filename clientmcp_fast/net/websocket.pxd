@@ -2,6 +2,8 @@
 
 cimport cython
 
+from clientmcp_fast.core.websocket cimport Link
+
 cdef class WriteQueue:
     cdef public list _dirty
     cdef public object _call_soon
@@ -12,7 +14,7 @@ cdef class WriteQueue:
     cpdef flush(self)
 
 
-cdef class WebSocketProtocol:
+cdef class WebSocketProtocol(Link):
     cdef public object transport
     cdef public object server
     cdef public object session
@@ -21,9 +23,11 @@ cdef class WebSocketProtocol:
     cdef public object _time
     cdef public WriteQueue _writes
     cdef public Py_ssize_t _hard_bytes
+    cdef public bint _paused
 
     cpdef data_received(self, data)
     cpdef write(self, data)
     cpdef write_now(self, data)
+    cpdef end(self, wait_for_peer)
     cpdef flush(self)
     cpdef _send(self, data)

@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from clientmcp_fast.core.websocket import Link
+
 if TYPE_CHECKING:
     from clientmcp_fast.net.server import Server
 
@@ -55,14 +57,24 @@ class WriteQueue:
             protocol.flush()
 
 
-class WebSocketProtocol:
+class WebSocketProtocol(Link):
     """Owns the transport of one WebSocket and is the core's `Link`: writes are coalesced.
 
     An asyncio protocol by its methods, not by inheritance (asyncio and uvloop call them by
     name): a class compiled as a cdef class (websocket.pxd) cannot derive from a Python class.
     """
 
-    __slots__ = ("transport", "server", "session", "_out", "_close_timer", "_time", "_writes", "_hard_bytes")
+    __slots__ = (
+        "transport",
+        "server",
+        "session",
+        "_out",
+        "_close_timer",
+        "_time",
+        "_writes",
+        "_hard_bytes",
+        "_paused",
+    )
 
     def __init__(self, server: Server, transport: asyncio.Transport) -> None:
         self.transport = transport
@@ -73,6 +85,7 @@ class WebSocketProtocol:
         self._close_timer: asyncio.TimerHandle | None = None
         self._writes: WriteQueue = server.writes
         self._hard_bytes: int = server.limits.app_hard_bytes
+        self._paused = False  # the transport holds more than the soft limit (pause_writing)
         # pause_writing above the soft limit (new calls get "busy"), resume below half of it.
         soft = server.limits.app_soft_bytes
         transport.set_write_buffer_limits(high=soft, low=soft // 2)
@@ -103,9 +116,11 @@ class WebSocketProtocol:
         self.server.websocket_closed(self)
 
     def pause_writing(self) -> None:
+        self._paused = True
         self.session.congested(self.server.loop.time())
 
     def resume_writing(self) -> None:
+        self._paused = False
         self.session.drained()
 
     # -- Link -------------------------------------------------------------------------------
@@ -137,7 +152,9 @@ class WebSocketProtocol:
         if transport.is_closing():
             return
         transport.write(data)
-        if transport.get_write_buffer_size() > self._hard_bytes:
+        # The hard limit is at least the soft one, past which the transport has called
+        # pause_writing (within that write): unpaused, there is no size to ask for.
+        if self._paused and transport.get_write_buffer_size() > self._hard_bytes:
             self.session.overflowed()
 
     def end(self, wait_for_peer: bool) -> None:

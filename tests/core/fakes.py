@@ -16,6 +16,7 @@ from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import TokenVerifier, mint
+from clientmcp_fast.core.websocket import Link
 
 SECRET = b"core-tests-secret-0123456789abcdef-0123"
 NOW = 1_700_000_000.0
@@ -32,7 +33,7 @@ def client_text(message: Any) -> bytes:
     return client_frame(Op.TEXT, payload)
 
 
-class RecordingLink:
+class RecordingLink(Link):
     """A `Link` that keeps every write, in order, and every request to end the transport."""
 
     def __init__(self) -> None:

@@ -78,3 +78,59 @@ def test_a_reply_after_queued_writes_waits_and_keeps_the_order():
     assert transport.writes == []
     protocol.flush()
     assert transport.writes == [b"callpong"]
+
+
+class UnreadTransport(Transport):
+    """A transport whose peer reads nothing: as asyncio's do, its write calls pause_writing past the high mark."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.protocol: WebSocketProtocol | None = None
+        self.high = 0
+        self.paused = False
+
+    def set_write_buffer_limits(self, high: int, low: int) -> None:
+        self.high = high
+
+    def write(self, data: bytes) -> None:
+        super().write(data)
+        if self.get_write_buffer_size() > self.high and not self.paused:
+            self.paused = True
+            self.protocol.pause_writing()
+
+    def get_write_buffer_size(self) -> int:
+        return sum(map(len, self.writes))
+
+
+class RecordingSession:
+    """The link's session, keeping what the link told it."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def congested(self, now: float) -> None:
+        self.events.append("congested")
+
+    def overflowed(self) -> None:
+        self.events.append("overflowed")
+
+
+def test_unsent_data_past_the_soft_limit_congests_and_past_the_hard_limit_overflows():
+    transport = UnreadTransport()
+    server = SimpleNamespace(
+        limits=Limits(app_soft_bytes=100, app_hard_bytes=300),
+        time=lambda: 0.0,
+        writes=WriteQueue([].append),
+        loop=SimpleNamespace(time=lambda: 0.0),
+    )
+    protocol = WebSocketProtocol(server, transport)  # type: ignore[arg-type]
+    transport.protocol = protocol
+    protocol.session = session = RecordingSession()  # type: ignore[assignment]
+    protocol.write_now(b"x" * 100)
+    assert session.events == []  # at the soft limit, not past it
+    protocol.write_now(b"x")
+    assert session.events == ["congested"]
+    protocol.write_now(b"x" * 199)
+    assert session.events == ["congested"]  # at the hard limit
+    protocol.write_now(b"x")
+    assert session.events == ["congested", "overflowed"]  # past it, at once
