@@ -9,15 +9,12 @@ files run interpreted. Nothing else changes between the two.
 """
 
 import os
-import platform
 import sys
 from importlib.machinery import SOURCE_SUFFIXES, FileFinder, SourceFileLoader
 
 __version__ = "0.1.0"
 
-NO_EXTENSIONS = (
-    bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS")) or platform.python_implementation() != "CPython"
-)
+NO_EXTENSIONS = bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS")) or sys.implementation.name != "cpython"
 
 
 class _SourceFinder:

@@ -35,8 +35,27 @@ from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, mint  # noqa: E402
 DEFAULT_TTL = "24h"
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, given the terminal's width: to find it alone, it imports shutil.
+
+    shutil brings zlib, bz2 and lzma, some 0.6 MB in every bridge process, which formats
+    no help but makes formatters as its options are declared.
+    """
+
+    def __init__(self, prog: str) -> None:
+        try:
+            columns = int(os.environ.get("COLUMNS", "")) or os.get_terminal_size().columns
+        except (ValueError, OSError):
+            columns = 80  # as shutil.get_terminal_size falls back
+        super().__init__(prog, width=columns - 2)
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and exit 2."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"clientmcp: error: {message} (see clientmcp --help)\n")
