@@ -13,7 +13,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-MODULES = ("frames", "routing", "http_reader")
+MODULES = ("frames", "routing", "http_reader", "splice")
 # Modules compiled from their own .py: those with a .pxd beside it, which types their classes
 # (Cython's pure Python mode). The .py stays the source, and runs interpreted with
 # CLIENTMCP_NO_EXTENSIONS=1 (clientmcp_fast/__init__.py); speedups.TYPED_MODULES lists them too.

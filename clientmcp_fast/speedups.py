@@ -36,7 +36,7 @@ NO_EXTENSIONS = clientmcp_fast.NO_EXTENSIONS
 
 if not NO_EXTENSIONS:
     try:
-        from clientmcp_fast._speedups import frames, http_reader, routing
+        from clientmcp_fast._speedups import frames, http_reader, routing, splice
     except ModuleNotFoundError:
         NO_EXTENSIONS = True  # not built (as the build said): nothing to add
     except ImportError as error:
@@ -47,7 +47,7 @@ if not NO_EXTENSIONS:
         NO_EXTENSIONS = True
 
 if NO_EXTENSIONS:
-    from clientmcp_fast._pure import frames, http_reader, routing  # noqa: F811
+    from clientmcp_fast._pure import frames, http_reader, routing, splice  # noqa: F811
 
 IMPLEMENTATION = "pure" if NO_EXTENSIONS else "compiled"
 
@@ -79,6 +79,10 @@ build_close = frames.build_close
 unmask = frames.unmask
 route = routing.route
 RequestReader = http_reader.RequestReader
+first_byte = splice.first_byte
+json_id = splice.json_id
+jsonrpc_result = splice.jsonrpc_result
+call_message = splice.call_message
 
 __all__ = [
     "IMPLEMENTATION",
@@ -89,6 +93,10 @@ __all__ = [
     "unmask",
     "route",
     "RequestReader",
+    "first_byte",
+    "json_id",
+    "jsonrpc_result",
+    "call_message",
     "EXACT_PING",
     "EXACT_PONG",
     "PONG_FRAME",

@@ -10,6 +10,7 @@ import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
+import msgspec
 import pytest
 from wire import client_frame, mask_payload
 
@@ -19,10 +20,12 @@ from clientmcp_fast._pure import frames as pure_frames
 # Imported directly, never skipped: `make test` builds the extensions, and a missing build must fail.
 from clientmcp_fast._pure import http_reader as pure_http_reader  # noqa: E402
 from clientmcp_fast._pure import routing as pure_routing
+from clientmcp_fast._pure import splice as pure_splice
 from clientmcp_fast._pure.errors import FrameError
 from clientmcp_fast._speedups import frames as compiled_frames  # noqa: E402
 from clientmcp_fast._speedups import http_reader as compiled_http_reader  # noqa: E402
 from clientmcp_fast._speedups import routing as compiled_routing  # noqa: E402
+from clientmcp_fast._speedups import splice as compiled_splice  # noqa: E402
 
 MAX = 4 * 1024 * 1024
 
@@ -32,11 +35,13 @@ def test_live_implementation_is_the_one_asked_for():
         assert speedups.IMPLEMENTATION == "pure"
         assert speedups.FrameReader is pure_frames.FrameReader
         assert speedups.RequestReader is pure_http_reader.RequestReader
+        assert speedups.json_id is pure_splice.json_id
     else:
         # The compiled modules imported above exist, so nothing may have fallen back silently.
         assert speedups.IMPLEMENTATION == "compiled"
         assert speedups.FrameReader is compiled_frames.FrameReader
         assert speedups.RequestReader is compiled_http_reader.RequestReader
+        assert speedups.json_id is compiled_splice.json_id
 
 
 def test_typed_modules_are_compiled_or_interpreted_as_asked():
@@ -155,6 +160,53 @@ def test_build_and_unmask_twins_agree(size):
 )
 def test_routing_twins_agree(target):
     assert pure_routing.route(target) == compiled_routing.route(target)
+
+
+# -- splicing JSON bytes into messages ----------------------------------------------------------
+
+_JSON_VALUES = [
+    b'"a"', b'"\\u00e9 \\" x"', b"0", b"-1", b"1.5e3", b"12345678901234567890", b"true", b"false",
+    b"null", b"{}", b'{"a":[1,{"b":null}]}', b"[]", b"[1,2]", "\"é\"".encode(), b"",
+]  # fmt: skip
+
+
+def _as_raw(data: bytes):
+    # Raw as msgspec makes it (a view of the decoded document), and plain bytes.
+    return msgspec.json.decode(b"[" + data + b"]", type=list[msgspec.Raw])[0] if data else msgspec.Raw(b"")
+
+
+@pytest.mark.parametrize("value", _JSON_VALUES)
+def test_splice_twins_agree(value):
+    for given in (value, _as_raw(value)):
+        for name in ("first_byte", "json_id"):
+            assert getattr(pure_splice, name)(given) == getattr(compiled_splice, name)(given)
+        assert pure_splice.jsonrpc_result(b"7", given) == compiled_splice.jsonrpc_result(b"7", given)
+        assert pure_splice.call_message(b"12", b"echo", given) == compiled_splice.call_message(
+            b"12", b"echo", given
+        )
+
+
+@pytest.mark.parametrize("splice", [pure_splice, compiled_splice], ids=["pure", "compiled"])
+def test_splice_makes_what_it_says(splice):
+    # Agreement alone would pass if both twins went wrong alike: these are the answers themselves.
+    ids = {value: splice.json_id(_as_raw(value)) for value in _JSON_VALUES}
+    assert {value for value, found in ids.items() if found == value} == {
+        b'"a"',
+        b'"\\u00e9 \\" x"',
+        b"0",
+        b"-1",
+        b"1.5e3",
+        b"12345678901234567890",
+        '"é"'.encode(),
+    }
+    assert all(found is None for value, found in ids.items() if found != value)
+    assert [splice.first_byte(_as_raw(v)) for v in (b"{}", b"[1]", b'"x"', b"")] == [0x7B, 0x5B, 0x22, -1]
+    result = splice.jsonrpc_result(b'"r"', _as_raw(b'{"content":[]}'))
+    assert result == b'{"jsonrpc":"2.0","id":"r","result":{"content":[]}}'
+    call = splice.call_message(b"9", b"echo", _as_raw(b'{"text":"hi"}'))
+    assert call == b'{"type":"call","id":"9","name":"echo","arguments":{"text":"hi"}}'
+    with pytest.raises(TypeError):
+        splice.jsonrpc_result(None, b"{}")
 
 
 # -- the request reader: the same requests and the same state, whatever the chunking ------------

@@ -13,17 +13,20 @@ from __future__ import annotations
 import time
 from collections import deque
 
+import msgspec
 import pytest
 
 from clientmcp_fast import speedups
 from clientmcp_fast._pure import frames as pure_frames
 from clientmcp_fast._pure import http_reader as pure_http_reader
 from clientmcp_fast._pure import routing as pure_routing
+from clientmcp_fast._pure import splice as pure_splice
 
 # Imported directly: `make bench-micro` builds the extensions, and a missing build must fail, not skip.
 from clientmcp_fast._speedups import frames as compiled_frames  # noqa: E402
 from clientmcp_fast._speedups import http_reader as compiled_http_reader  # noqa: E402
 from clientmcp_fast._speedups import routing as compiled_routing  # noqa: E402
+from clientmcp_fast._speedups import splice as compiled_splice  # noqa: E402
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.channel import AppChannel
@@ -34,6 +37,7 @@ from clientmcp_fast.core.websocket import Link
 
 FRAMES = [pytest.param(pure_frames, id="pure"), pytest.param(compiled_frames, id="compiled")]
 ROUTING = [pytest.param(pure_routing, id="pure"), pytest.param(compiled_routing, id="compiled")]
+SPLICES = [pytest.param(pure_splice, id="pure"), pytest.param(compiled_splice, id="compiled")]
 HTTP_READERS = [
     pytest.param(pure_http_reader, id="pure"),
     pytest.param(compiled_http_reader, id="compiled"),
@@ -82,6 +86,29 @@ def test_build_call_frame(benchmark, frames):
     assert (
         benchmark(frames.build_frame, speedups.OP_TEXT, CALL_MESSAGE)
         == b"\x81" + bytes((len(CALL_MESSAGE),)) + CALL_MESSAGE
+    )
+
+
+@pytest.mark.parametrize("splice", SPLICES)
+def test_splice_json_id(benchmark, splice):
+    """json_id of a request's id, as msgspec hands it over."""
+    raw = msgspec.json.decode(LEGACY_BODY, type=dict[str, msgspec.Raw])["id"]
+    assert benchmark(splice.json_id, raw) == b"1"
+
+
+@pytest.mark.parametrize("splice", SPLICES)
+def test_splice_jsonrpc_result(benchmark, splice):
+    """jsonrpc_result around an app's result."""
+    result = msgspec.json.decode(RESULT % b"1", type=dict[str, msgspec.Raw])["result"]
+    assert benchmark(splice.jsonrpc_result, b"1", result).startswith(b'{"jsonrpc":"2.0","id":1,"result":{')
+
+
+@pytest.mark.parametrize("splice", SPLICES)
+def test_splice_call_message(benchmark, splice):
+    """call_message for a tools/call's arguments."""
+    arguments = msgspec.json.decode(LEGACY_BODY, type=dict[str, msgspec.Raw])["params"]
+    assert benchmark(splice.call_message, b"12345", b"echo", arguments).startswith(
+        b'{"type":"call","id":"12345"'
     )
 
 

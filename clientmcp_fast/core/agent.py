@@ -42,6 +42,7 @@ from clientmcp_fast.core.limits import MAX_BATCH_ELEMENTS
 from clientmcp_fast.core.param_headers import decode_header_value, param_header_problem
 from clientmcp_fast.core.tokens import ROLE_AGENT, TokenError, TokenVerifier
 from clientmcp_fast.log import logger
+from clientmcp_fast.speedups import first_byte
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
@@ -774,7 +775,7 @@ class AgentEndpoint:
         arguments = params.arguments
         if arguments is UNSET or (len(arguments) == 4 and bytes(arguments) == b"null"):
             arguments = b"{}"  # absent arguments reach the app as {} (BRIDGE.md §5.1)
-        elif memoryview(arguments)[0] != 0x7B:  # "{"
+        elif first_byte(arguments) != 0x7B:  # "{"
             context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: arguments must be an object")
             return
         app = self.bridge.apps.get(context.client_id)

@@ -31,7 +31,7 @@ from clientmcp_fast.core.websocket import (
     offered_subprotocols,
 )
 from clientmcp_fast.log import logger
-from clientmcp_fast.speedups import PONG_FRAME
+from clientmcp_fast.speedups import PONG_FRAME, first_byte
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
@@ -185,7 +185,7 @@ class AppChannel(MessageHandler):
             shape = decode_result_shape(result)
         except (msgspec.ValidationError, RecursionError):  # the message parsed: only its shape can be wrong
             shape = None
-        if shape is None or memoryview(shape.content)[0] != 0x5B:  # "["
+        if shape is None or first_byte(shape.content) != 0x5B:  # "["
             self.close(4400, "result: result must be an object with a content array")
             return
         call = self.calls.pop(call_id, None)

@@ -1,9 +1,5 @@
 # Typed declarations of jsonrpc.py for its compiled build (Cython pure-Python mode): see setup.py.
 # The helpers every call runs, as C functions the typed modules call directly.
 
-cimport cython
-
-
-@cython.locals(data=bytes, first=int)
 cpdef bytes valid_id(raw)
 cpdef bytes result(bytes id_json, result_json)

@@ -12,6 +12,8 @@ import msgspec
 import orjson
 from msgspec import UNSET
 
+from clientmcp_fast.speedups import json_id, jsonrpc_result
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -84,17 +86,13 @@ def salvage_id(body: bytes | msgspec.Raw) -> bytes:
 
 def valid_id(raw: msgspec.Raw | msgspec.UnsetType) -> bytes | None:
     """The id as JSON bytes when it is a string or a number, as MCP requires; else None."""
-    if raw is UNSET:
-        return None
-    data = bytes(raw)
-    # msgspec keeps a Raw as the exact value, never empty: its first byte tells the JSON type.
-    first = data[0]
-    return data if first == 0x22 or 0x30 <= first <= 0x39 or first == 0x2D else None
+    # msgspec keeps a Raw as the exact value: its first byte tells the JSON type.
+    return None if raw is UNSET else json_id(raw)
 
 
 def result(id_json: bytes, result_json: bytes | msgspec.Raw) -> bytes:
     """A JSON-RPC response around a result that is already JSON."""
-    return b"".join((b'{"jsonrpc":"2.0","id":', id_json, b',"result":', result_json, b"}"))
+    return jsonrpc_result(id_json, result_json)
 
 
 def error(id_json: bytes, code: int, message: str, data: Any = None) -> bytes:

@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 
+from clientmcp_fast.speedups import call_message as splice_call_message
+
 # Types that only the bridge sends: an app sending one has a bug (BRIDGE.md §3, 4400).
 BRIDGE_TYPES = frozenset({"registered", "call", "cancel", "pong"})
 
@@ -51,10 +53,7 @@ decode_tool_head = msgspec.json.Decoder(ToolHead).decode
 
 def call_message(call_id: bytes, name: bytes, arguments: bytes | msgspec.Raw) -> bytes:
     """A `call` for the app; `call_id` and `name` (a registered tool name) never need escaping."""
-    # A join, not %-formatting: it is several times cheaper, and this runs on every call.
-    return b"".join(
-        (b'{"type":"call","id":"', call_id, b'","name":"', name, b'","arguments":', arguments, b"}")
-    )
+    return splice_call_message(call_id, name, arguments)
 
 
 def cancel_message(call_id: bytes) -> bytes:

@@ -1,0 +1,79 @@
+# cython: language_level=3
+"""JSON bytes passed through, spliced into messages; the compiled twin of `clientmcp_fast/_pure/splice.py`.
+
+One allocation and a copy per piece, where `b"".join` of a buffer that is not bytes asks
+every piece for its buffer.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.string cimport memcpy
+
+cdef bytes _RESULT_HEAD = b'{"jsonrpc":"2.0","id":'
+cdef bytes _RESULT_MIDDLE = b',"result":'
+cdef bytes _CALL_HEAD = b'{"type":"call","id":"'
+cdef bytes _CALL_NAME = b'","name":"'
+cdef bytes _CALL_ARGUMENTS = b'","arguments":'
+
+
+def first_byte(object json):
+    """The first byte of some JSON (it tells the value's type), or -1 if there is none."""
+    cdef Py_buffer view
+    cdef int first
+    PyObject_GetBuffer(json, &view, PyBUF_SIMPLE)
+    first = (<unsigned char*>view.buf)[0] if view.len else -1
+    PyBuffer_Release(&view)
+    return first
+
+
+def json_id(object raw):
+    """A JSON-RPC id as bytes when it is a string or a number, as MCP requires; else None."""
+    cdef Py_buffer view
+    cdef unsigned char first
+    PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE)
+    try:
+        if not view.len:
+            return None
+        first = (<unsigned char*>view.buf)[0]
+        if first == 0x22 or 0x30 <= first <= 0x39 or first == 0x2D:
+            return PyBytes_FromStringAndSize(<char*>view.buf, view.len)
+        return None
+    finally:
+        PyBuffer_Release(&view)
+
+
+def jsonrpc_result(bytes id_json not None, object result):
+    """A JSON-RPC response around a result that is JSON already."""
+    cdef Py_buffer view
+    cdef char* at
+    PyObject_GetBuffer(result, &view, PyBUF_SIMPLE)
+    try:
+        message = PyBytes_FromStringAndSize(
+            NULL, PyBytes_GET_SIZE(_RESULT_HEAD) + PyBytes_GET_SIZE(id_json) + PyBytes_GET_SIZE(_RESULT_MIDDLE)
+            + view.len + 1
+        )
+        at = _put(_put(_put(PyBytes_AS_STRING(message), _RESULT_HEAD), id_json), _RESULT_MIDDLE)
+        memcpy(at, view.buf, view.len)
+        at[view.len] = 0x7D  # "}"
+        return message
+    finally:
+        PyBuffer_Release(&view)
+
+
+def call_message(bytes call_id not None, bytes name not None, object arguments):
+    """A `call` for the app; `call_id` and `name` (a registered tool name) never need escaping."""
+    cdef Py_buffer view
+    cdef char* at
+    PyObject_GetBuffer(arguments, &view, PyBUF_SIMPLE)
+    try:
+        message = PyBytes_FromStringAndSize(
+            NULL, PyBytes_GET_SIZE(_CALL_HEAD) + PyBytes_GET_SIZE(call_id) + PyBytes_GET_SIZE(_CALL_NAME)
+            + PyBytes_GET_SIZE(name) + PyBytes_GET_SIZE(_CALL_ARGUMENTS) + view.len + 1
+        )
+        at = _put(_put(_put(_put(_put(PyBytes_AS_STRING(message), _CALL_HEAD), call_id), _CALL_NAME), name),
+                  _CALL_ARGUMENTS)
+        memcpy(at, view.buf, view.len)
+        at[view.len] = 0x7D  # "}"
+        return message
+    finally:
+        PyBuffer_Release(&view)
