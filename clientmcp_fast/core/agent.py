@@ -161,18 +161,6 @@ class _Context(Call):
         "session",
     )
 
-    def __init__(
-        self,
-        exchange: Exchange,
-        headers: dict[bytes, bytes],
-        repeated: frozenset[bytes] | tuple[()],
-        client_id: str,
-        cors: Headers,
-        json_ok: bool,
-        sse_named: bool,
-    ) -> None:
-        self.init_context(exchange, headers, repeated, client_id, cors, json_ok, sse_named)
-
     def init_context(
         self,
         exchange: Exchange,
@@ -183,9 +171,10 @@ class _Context(Call):
         json_ok: bool,
         sse_named: bool,
     ) -> None:
-        """Set the fields: what __init__ does, and what the hot path calls after `_Context.__new__`.
+        """Set the fields of a context made with `_Context.__new__(_Context)`.
 
-        Compiled, `__new__` and this are C calls, where calling the class parses its arguments.
+        Compiled, `__new__` and this are C calls, where calling the class would parse its
+        arguments: a context is made this way, never by calling the class.
         """
         self.init_call(sse_named)  # `wants_stream`: the Accept header named text/event-stream
         self.exchange = exchange
@@ -842,7 +831,8 @@ class _Batch:
         for index, raw in enumerate(elements):
             # JSON in each element, never SSE: the batch answer is one JSON array.
             request = self.exchanges[index].request
-            element = _Context(
+            element = _Context.__new__(_Context)
+            element.init_context(
                 self.exchanges[index], request.headers, request.repeated, context.client_id, (), True, False
             )
             try:

@@ -45,11 +45,8 @@ class HttpExchange(Exchange):
 
     __slots__ = ("_conn", "_state")
 
-    def __init__(self, conn: HttpProtocol, request: Request) -> None:
-        self.init_exchange(conn, request)
-
     def init_exchange(self, conn: HttpProtocol, request: Request) -> None:
-        """Set the fields: what __init__ does, and what the connection calls after `HttpExchange.__new__`."""
+        """Set the fields of an exchange made with `HttpExchange.__new__(HttpExchange)` (see `_serve`)."""
         self.request = request
         self.on_abandon = None
         self._conn = conn
