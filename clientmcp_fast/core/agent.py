@@ -107,6 +107,11 @@ def _header_text(value: bytes, known: dict[bytes, str]) -> str:
 _MAX_BEARER_CACHE = 10_000
 
 
+def _session_key(header: bytes | None) -> bytes | None:
+    """What a legacy call's Mcp-Session-Id header is matched by: trimmed, None when absent or empty."""
+    return header.strip() if header else None
+
+
 def _bearer_token(authorization: bytes) -> bytes:
     """The token of an `Authorization: Bearer <token>` header; b"" for any other scheme."""
     scheme, _, value = authorization.strip().partition(b" ")
@@ -189,7 +194,9 @@ class _Context(Call):
         self.bridge: Bridge | None = None
         self.id_json = NULL_ID
         self.modern = False
-        self.session: bytes | None = None  # legacy: the Mcp-Session-Id a notifications/cancelled must match
+        self.session: bytes | None = (
+            None  # legacy: Mcp-Session-Id as sent, which a cancellation matches (_session_key)
+        )
 
     def reply(self, body: bytes, extra: Headers = ()) -> None:
         """A 200 answer carrying one JSON-RPC message, as JSON, or as one SSE event if JSON is not accepted."""
@@ -664,8 +671,8 @@ class AgentEndpoint:
             context.fail(400, id_json or NULL_ID, INVALID_REQUEST, "Invalid Request: a string or number id")
             return
         if method == "tools/call":
-            session = context.headers.get(b"mcp-session-id")
-            self._call(context, id_json, params, False, session.strip() if session else None, now)
+            # The session as sent: only a cancellation compares it (see _session_key), not every call.
+            self._call(context, id_json, params, False, context.headers.get(b"mcp-session-id"), now)
         elif method == "tools/list":
             self._list(context, id_json, params, False)
         elif method == "initialize":
@@ -714,15 +721,14 @@ class AgentEndpoint:
         app = self.bridge.apps.get(context.client_id)
         if request_id is None or app is None:
             return
-        session = context.headers.get(b"mcp-session-id")
-        session = session.strip() if session else None
+        session = _session_key(context.headers.get(b"mcp-session-id"))
         # A scan of the app's calls, not an index: cancellations are rare, calls are not.
         for call in app.calls.values():
             if (
                 isinstance(call, _Context)
                 and not call.modern
                 and call.id_json == request_id
-                and call.session == session
+                and _session_key(call.session) == session
             ):
                 call.cancelled()
                 return
