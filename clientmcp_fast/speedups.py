@@ -20,7 +20,6 @@ TYPED_MODULES = tuple(
     for name in (
         "core.http",
         "core.jsonrpc",
-        "core.messages",
         "core.tokens",
         "core.calls",
         "core.bridge",

@@ -7,7 +7,7 @@ from clientmcp_fast.core.calls cimport Call
 from clientmcp_fast.core.channel cimport AppChannel
 from clientmcp_fast.core.http cimport Exchange, Request
 from clientmcp_fast.core.tokens cimport TokenVerifier
-from clientmcp_fast.core.jsonrpc cimport result as jsonrpc_result, valid_id
+from clientmcp_fast.core.jsonrpc cimport valid_id
 
 
 cpdef str _header_text(bytes value, dict known)

@@ -37,12 +37,11 @@ from clientmcp_fast.core.jsonrpc import (
     decode_body,
     valid_id,
 )
-from clientmcp_fast.core.jsonrpc import result as jsonrpc_result
 from clientmcp_fast.core.limits import MAX_BATCH_ELEMENTS
 from clientmcp_fast.core.param_headers import decode_header_value, param_header_problem
 from clientmcp_fast.core.tokens import ROLE_AGENT, TokenError, TokenVerifier
 from clientmcp_fast.log import logger
-from clientmcp_fast.speedups import first_byte
+from clientmcp_fast.speedups import first_byte, jsonrpc_result
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge

@@ -2,7 +2,6 @@
 
 from clientmcp_fast.core.calls cimport Call, InFlightCalls
 from clientmcp_fast.core.channel cimport AppChannel
-from clientmcp_fast.core.messages cimport call_message
 from clientmcp_fast.core.tokens cimport TokenVerifier
 
 

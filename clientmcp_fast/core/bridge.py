@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Protocol
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.calls import Call, InFlightCalls
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES, Limits
-from clientmcp_fast.core.messages import call_message, cancel_message
+from clientmcp_fast.core.messages import cancel_message
 from clientmcp_fast.core.register import EMPTY_TOOLSET, Tool, ToolSet
 from clientmcp_fast.core.tokens import TokenVerifier
+from clientmcp_fast.speedups import call_message
 
 if TYPE_CHECKING:
     import msgspec

@@ -2,4 +2,3 @@
 # The helpers every call runs, as C functions the typed modules call directly.
 
 cpdef bytes valid_id(raw)
-cpdef bytes result(bytes id_json, result_json)

@@ -12,7 +12,7 @@ import msgspec
 import orjson
 from msgspec import UNSET
 
-from clientmcp_fast.speedups import json_id, jsonrpc_result
+from clientmcp_fast.speedups import json_id
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -88,11 +88,6 @@ def valid_id(raw: msgspec.Raw | msgspec.UnsetType) -> bytes | None:
     """The id as JSON bytes when it is a string or a number, as MCP requires; else None."""
     # msgspec keeps a Raw as the exact value: its first byte tells the JSON type.
     return None if raw is UNSET else json_id(raw)
-
-
-def result(id_json: bytes, result_json: bytes | msgspec.Raw) -> bytes:
-    """A JSON-RPC response around a result that is already JSON."""
-    return jsonrpc_result(id_json, result_json)
 
 
 def error(id_json: bytes, code: int, message: str, data: Any = None) -> bytes:

@@ -11,8 +11,6 @@ from typing import Any
 
 import msgspec
 
-from clientmcp_fast.speedups import call_message as splice_call_message
-
 # Types that only the bridge sends: an app sending one has a bug (BRIDGE.md §3, 4400).
 BRIDGE_TYPES = frozenset({"registered", "call", "cancel", "pong"})
 
@@ -49,11 +47,6 @@ decode_app_message = msgspec.json.Decoder(AppMessage).decode
 decode_result_shape = msgspec.json.Decoder(ResultShape).decode
 decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 decode_tool_head = msgspec.json.Decoder(ToolHead).decode
-
-
-def call_message(call_id: bytes, name: bytes, arguments: bytes | msgspec.Raw) -> bytes:
-    """A `call` for the app; `call_id` and `name` (a registered tool name) never need escaping."""
-    return splice_call_message(call_id, name, arguments)
 
 
 def cancel_message(call_id: bytes) -> bytes:

@@ -22,7 +22,7 @@ from wire import Op, client_frame
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.bridge import STREAM_KEEPALIVE_SECONDS
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
-from clientmcp_fast.core.messages import call_message
+from clientmcp_fast.speedups import call_message
 
 DISCONNECTED = ("error", "The application disconnected before answering.")
 # Idle and congestion sweeps far apart, so that call deadlines are the only ones near.
