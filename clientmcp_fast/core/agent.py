@@ -193,9 +193,7 @@ class _Context(Call):
         self.bridge: Bridge | None = None
         self.id_json = NULL_ID
         self.modern = False
-        self.session: bytes | None = (
-            None  # legacy: Mcp-Session-Id as sent, which a cancellation matches (_session_key)
-        )
+        self.session: bytes | None = None  # legacy: Mcp-Session-Id as sent (see _session_key)
 
     def reply(self, body: bytes, extra: Headers = ()) -> None:
         """A 200 answer carrying one JSON-RPC message, as JSON, or as one SSE event if JSON is not accepted."""

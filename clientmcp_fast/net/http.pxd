@@ -9,8 +9,8 @@ cdef class HttpExchange(Exchange):
     cdef public HttpProtocol _conn
     cdef public int _state
 
-    @cython.locals(request=Request)
     cpdef init_exchange(self, HttpProtocol conn, Request request)
+    @cython.locals(request=Request)
     cpdef respond(self, status, headers, body)
     @cython.locals(request=Request)
     cpdef start_stream(self, headers)
