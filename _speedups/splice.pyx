@@ -9,11 +9,14 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.string cimport memcpy
 
-cdef bytes _RESULT_HEAD = b'{"jsonrpc":"2.0","id":'
-cdef bytes _RESULT_MIDDLE = b',"result":'
-cdef bytes _CALL_HEAD = b'{"type":"call","id":"'
-cdef bytes _CALL_NAME = b'","name":"'
-cdef bytes _CALL_ARGUMENTS = b'","arguments":'
+from clientmcp_fast._pure import splice as twin
+
+# The twin's fixed pieces (one definition serves both), held as typed C globals.
+cdef bytes _RESULT_HEAD = twin.RESULT_HEAD
+cdef bytes _RESULT_MIDDLE = twin.RESULT_MIDDLE
+cdef bytes _CALL_HEAD = twin.CALL_HEAD
+cdef bytes _CALL_NAME = twin.CALL_NAME
+cdef bytes _CALL_ARGUMENTS = twin.CALL_ARGUMENTS
 
 
 def first_byte(object json):

@@ -7,11 +7,12 @@ same bytes, never decoded and encoded again. Each argument is bytes or any other
 
 from __future__ import annotations
 
-_RESULT_HEAD = b'{"jsonrpc":"2.0","id":'
-_RESULT_MIDDLE = b',"result":'
-_CALL_HEAD = b'{"type":"call","id":"'
-_CALL_NAME = b'","name":"'
-_CALL_ARGUMENTS = b'","arguments":'
+# The fixed pieces of the messages: one definition serves both twins.
+RESULT_HEAD = b'{"jsonrpc":"2.0","id":'
+RESULT_MIDDLE = b',"result":'
+CALL_HEAD = b'{"type":"call","id":"'
+CALL_NAME = b'","name":"'
+CALL_ARGUMENTS = b'","arguments":'
 
 
 def first_byte(json: bytes) -> int:
@@ -31,9 +32,9 @@ def json_id(raw: bytes) -> bytes | None:
 
 def jsonrpc_result(id_json: bytes, result: bytes) -> bytes:
     """A JSON-RPC response around a result that is JSON already."""
-    return b"".join((_RESULT_HEAD, id_json, _RESULT_MIDDLE, result, b"}"))
+    return b"".join((RESULT_HEAD, id_json, RESULT_MIDDLE, result, b"}"))
 
 
 def call_message(call_id: bytes, name: bytes, arguments: bytes) -> bytes:
     """A `call` for the app; `call_id` and `name` (a registered tool name) never need escaping."""
-    return b"".join((_CALL_HEAD, call_id, _CALL_NAME, name, _CALL_ARGUMENTS, arguments, b"}"))
+    return b"".join((CALL_HEAD, call_id, CALL_NAME, name, CALL_ARGUMENTS, arguments, b"}"))
