@@ -204,7 +204,8 @@ def notes(results: dict) -> str:
     for key, entry in results["load"].items():
         m = entry["median"]
         line = (
-            f"{key}: server {m['server_core_pct']:.0f} % of its core (busy {m['server_core_total_pct']:.0f} % "
+            f"{key}: server {m['cpu_us_per_call']:.1f} µs per call, {m['system_us_per_call']:.1f} µs of it in the "
+            f"kernel; {m['server_core_pct']:.0f} % of its core (busy {m['server_core_total_pct']:.0f} % "
             f"in all), wrk + app {m['load_core_pct']:.0f} % of theirs (busy {m['load_core_total_pct']:.0f} % in all; "
             f"wrk {m['wrk_us_per_call']:.1f} µs + app {m['app_us_per_call']:.1f} µs per call)"
         )

@@ -123,6 +123,11 @@ def cpu_seconds(process: psutil.Process) -> float:
     return times.user + times.system
 
 
+def system_seconds(process: psutil.Process) -> float:
+    """The kernel's part of a process's CPU time: its system calls and the network stack they run."""
+    return process.cpu_times().system
+
+
 def build_dir() -> Path:
     """bench/_build, made on first use and kept out of git."""
     (BUILD / "logs").mkdir(parents=True, exist_ok=True)
@@ -458,11 +463,13 @@ def load_round(server: Server, script: str, plan: Plan, cpus: tuple[list[int], l
     run_wrk(server, script, plan.warmup, True, load_cpus)
     server_core_before, load_core_before = busy_seconds(server_cpus), busy_seconds(load_cpus)
     server_before = cpu_seconds(server.process)
+    server_system_before = system_seconds(server.process)
     app_before = cpu_seconds(server.app) if server.app else 0.0
     wall_before = time.monotonic()
     summary = run_wrk(server, script, plan.seconds, False, load_cpus)
     wall = time.monotonic() - wall_before
     server_cpu = cpu_seconds(server.process) - server_before
+    server_system = system_seconds(server.process) - server_system_before
     app_cpu = (cpu_seconds(server.app) - app_before) if server.app else 0.0
     server_core_busy = busy_seconds(server_cpus) - server_core_before
     load_core_busy = busy_seconds(load_cpus) - load_core_before
@@ -472,6 +479,8 @@ def load_round(server: Server, script: str, plan: Plan, cpus: tuple[list[int], l
         "calls": calls,
         "calls_per_s": calls / (summary["duration_us"] / 1e6),
         "cpu_us_per_call": server_cpu / calls * 1e6,
+        # The kernel's part: on loopback mostly the sockets' work, which the floor pays too.
+        "system_us_per_call": server_system / calls * 1e6,
         "p50_ms": latency["p50"] / 1000,
         "p99_ms": latency["p99"] / 1000,
         "p999_ms": latency["p999"] / 1000,
