@@ -2,12 +2,13 @@
 """JSON bytes passed through, spliced into messages; the compiled twin of `clientmcp_fast/_pure/splice.py`.
 
 One allocation and a copy per piece, where `b"".join` of a buffer that is not bytes asks
-every piece for its buffer.
+every piece for its buffer. A result's shape is found by walking its top-level members,
+where the twin decodes it a second time.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.string cimport memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 from clientmcp_fast._pure import splice as twin
 
@@ -17,6 +18,9 @@ cdef bytes _RESULT_MIDDLE = twin.RESULT_MIDDLE
 cdef bytes _CALL_HEAD = twin.CALL_HEAD
 cdef bytes _CALL_NAME = twin.CALL_NAME
 cdef bytes _CALL_ARGUMENTS = twin.CALL_ARGUMENTS
+cdef int SHAPE_BAD = twin.SHAPE_BAD
+cdef int SHAPE_CONTENT = twin.SHAPE_CONTENT
+cdef int SHAPE_TYPED = twin.SHAPE_TYPED
 
 
 def first_byte(object json):
@@ -73,3 +77,115 @@ def jsonrpc_result(bytes id_json not None, object result):
 def call_message(bytes call_id not None, bytes name not None, object arguments):
     """A `call` for the app; `call_id` and `name` (a registered tool name) never need escaping."""
     return _spliced(_CALL_HEAD, call_id, _CALL_NAME, name, _CALL_ARGUMENTS, arguments)
+
+
+# -- a result's shape ------------------------------------------------------------------------------
+# The input is JSON that msgspec has read already (a message's `result`), so it is valid:
+# walking it needs to tell strings and nesting apart, never to check them. What this walk
+# does not handle (a member name with an escape) goes to the twin.
+
+cdef inline Py_ssize_t _blank_end(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept:
+    """Where the whitespace from `i` ends."""
+    while i < n and (p[i] == 0x20 or p[i] == 0x0A or p[i] == 0x0D or p[i] == 0x09):
+        i += 1
+    return i
+
+
+cdef Py_ssize_t _string_end(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept:
+    """Just past the string whose opening quote is at `i`, or -1."""
+    cdef const unsigned char* quote
+    cdef Py_ssize_t at, backslashes
+    i += 1
+    while i < n:
+        quote = <const unsigned char*>memchr(p + i, 0x22, n - i)
+        if quote == NULL:
+            return -1
+        at = quote - p
+        backslashes = 0
+        while at - backslashes - 1 >= i and p[at - backslashes - 1] == 0x5C:
+            backslashes += 1
+        if backslashes % 2 == 0:  # an escaped backslash does not escape the quote
+            return at + 1
+        i = at + 1
+    return -1
+
+
+cdef Py_ssize_t _value_end(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept:
+    """Just past the value that starts at `i`, or -1."""
+    cdef Py_ssize_t depth = 0
+    cdef unsigned char c
+    while i < n:
+        c = p[i]
+        if c == 0x22:  # a string
+            i = _string_end(p, i, n)
+            if i < 0 or depth == 0:
+                return i
+            continue
+        if c == 0x7B or c == 0x5B:  # { [
+            depth += 1
+        elif c == 0x7D or c == 0x5D:  # } ]
+            if depth == 0:
+                return i  # the end of the object around a number or literal
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif depth == 0 and (c == 0x2C or c == 0x20 or c == 0x0A or c == 0x0D or c == 0x09):
+            return i
+        i += 1
+    return i if depth == 0 else -1
+
+
+cdef int _walk_shape(const unsigned char* p, Py_ssize_t n) noexcept:
+    """The shape of the object in `p`, or -1 to leave it to the twin."""
+    cdef Py_ssize_t i = _blank_end(p, 0, n)
+    cdef Py_ssize_t end, size
+    cdef int content = -1
+    cdef bint typed = False
+    if i >= n or p[i] != 0x7B:  # not an object
+        return SHAPE_BAD
+    i = _blank_end(p, i + 1, n)
+    if i < n and p[i] == 0x7D:
+        return SHAPE_BAD  # no content
+    while i < n:
+        if p[i] != 0x22:
+            return -1
+        end = _string_end(p, i, n)
+        if end < 0:
+            return -1
+        size = end - i - 2
+        if memchr(p + i + 1, 0x5C, size) != NULL:
+            return -1  # an escaped name: the twin decodes it
+        i = _blank_end(p, end, n)
+        if i >= n or p[i] != 0x3A:  # :
+            return -1
+        i = _blank_end(p, i + 1, n)
+        if i >= n:
+            return -1
+        if size == 7 and memcmp(p + end - 8, b"content", 7) == 0:
+            content = p[i]  # the last one counts, as in msgspec
+        elif size == 10 and memcmp(p + end - 11, b"resultType", 10) == 0:
+            typed = True
+        i = _value_end(p, i, n)
+        if i < 0:
+            return -1
+        i = _blank_end(p, i, n)
+        if i >= n:
+            return -1
+        if p[i] == 0x7D:  # }
+            if content != 0x5B:  # [
+                return SHAPE_BAD
+            return SHAPE_TYPED if typed else SHAPE_CONTENT
+        if p[i] != 0x2C:  # ,
+            return -1
+        i = _blank_end(p, i + 1, n)
+    return -1
+
+
+def result_shape(object result):
+    """Whether the JSON `result` (a value msgspec has read) is an object with a content array, and has resultType."""
+    cdef Py_buffer view
+    cdef int shape
+    PyObject_GetBuffer(result, &view, PyBUF_SIMPLE)
+    shape = _walk_shape(<const unsigned char*>view.buf, view.len)
+    PyBuffer_Release(&view)
+    return twin.result_shape(result) if shape < 0 else shape

@@ -71,6 +71,7 @@ from clientmcp_fast._pure.routing import (  # noqa: E402
     ROUTE_MCP,
     ROUTE_NOT_FOUND,
 )
+from clientmcp_fast._pure.splice import SHAPE_BAD, SHAPE_CONTENT, SHAPE_TYPED  # noqa: E402
 
 FrameReader = frames.FrameReader
 build_frame = frames.build_frame
@@ -82,6 +83,7 @@ first_byte = splice.first_byte
 json_id = splice.json_id
 jsonrpc_result = splice.jsonrpc_result
 call_message = splice.call_message
+result_shape = splice.result_shape
 
 __all__ = [
     "IMPLEMENTATION",
@@ -96,6 +98,7 @@ __all__ = [
     "json_id",
     "jsonrpc_result",
     "call_message",
+    "result_shape",
     "EXACT_PING",
     "EXACT_PONG",
     "PONG_FRAME",
@@ -111,4 +114,7 @@ __all__ = [
     "ROUTE_HEALTHZ",
     "ROUTE_MCP",
     "ROUTE_NOT_FOUND",
+    "SHAPE_BAD",
+    "SHAPE_CONTENT",
+    "SHAPE_TYPED",
 ]

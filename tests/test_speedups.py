@@ -209,6 +209,114 @@ def test_splice_makes_what_it_says(splice):
         splice.jsonrpc_result(None, b"{}")
 
 
+# -- a result's shape, found without decoding it ----------------------------------------------
+
+# (result, what it is): every case the compiled walk handles itself, and those it leaves to the twin.
+_SHAPES = [
+    (b'{"content":[]}', pure_splice.SHAPE_CONTENT),
+    (b'{"content":[{"type":"text","text":"hi"}]}', pure_splice.SHAPE_CONTENT),
+    (b' {\r\n\t"content" : [ ] , "resultType" : "complete" } ', pure_splice.SHAPE_TYPED),
+    (b'{"resultType":null,"content":[1]}', pure_splice.SHAPE_TYPED),
+    (b'{"content":[],"resultType":"x","structuredContent":{"a":[1,{"b":"}]"}]},"_meta":{}}', pure_splice.SHAPE_TYPED),
+    (b'{"n":-1.5e3,"t":true,"f":false,"z":null,"content":[[],{}],"e":[]}', pure_splice.SHAPE_CONTENT),
+    # Not a content array, or not an object at all.
+    (b'{"content":{}}', pure_splice.SHAPE_BAD),
+    (b'{"content":"[x"}', pure_splice.SHAPE_BAD),
+    (b'{"content":null}', pure_splice.SHAPE_BAD),
+    (b'{"content":1}', pure_splice.SHAPE_BAD),
+    (b'{"resultType":"complete"}', pure_splice.SHAPE_BAD),
+    (b"{}", pure_splice.SHAPE_BAD),
+    (b" { } ", pure_splice.SHAPE_BAD),
+    (b"[]", pure_splice.SHAPE_BAD),
+    (b'"content"', pure_splice.SHAPE_BAD),
+    (b"1", pure_splice.SHAPE_BAD),
+    (b"null", pure_splice.SHAPE_BAD),
+    # A member named again: the last one counts, as msgspec reads it.
+    (b'{"content":{},"content":[1]}', pure_splice.SHAPE_CONTENT),
+    (b'{"content":[],"content":{}}', pure_splice.SHAPE_BAD),
+    # Only the top level counts; strings that look like members are strings.
+    (b'{"x":{"content":[1]},"content":5}', pure_splice.SHAPE_BAD),
+    (b'{"x":{"content":[1],"resultType":1}}', pure_splice.SHAPE_BAD),
+    (b'{"x":"\\"content\\":[","content":[]}', pure_splice.SHAPE_CONTENT),
+    (b'{"x":"\\\\","content":[]}', pure_splice.SHAPE_CONTENT),
+    (b'{"x":["]","}"],"content":[],"y":"\\\\\\""}', pure_splice.SHAPE_CONTENT),
+    ('{"é":"ü","content":["\u2028"]}'.encode(), pure_splice.SHAPE_CONTENT),
+    # Escaped member names (the compiled walk hands these to the twin).
+    (b'{"\\u0063ontent":[]}', pure_splice.SHAPE_CONTENT),
+    (b'{"content":[],"resultTyp\\u0065":0}', pure_splice.SHAPE_TYPED),
+    (b'{"a\\\\":1,"content":[]}', pure_splice.SHAPE_CONTENT),
+    (b'{"conten\\"t":[]}', pure_splice.SHAPE_BAD),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("result", "shape"), _SHAPES)
+@pytest.mark.parametrize("splice", [pure_splice, compiled_splice], ids=["pure", "compiled"])
+def test_result_shape_is_what_it_says(splice, result, shape):
+    msgspec.json.decode(result)  # every case is valid JSON, as a result msgspec has read is
+    assert splice.result_shape(result) == shape
+    assert splice.result_shape(_as_raw(result.strip())) == shape
+
+
+def test_compiled_result_shape_walks_and_leaves_only_escaped_names_to_the_twin(monkeypatch):
+    # Agreement would hold if the compiled twin always asked the pure one: it must not.
+    def refuse(result):
+        raise LookupError("left to the twin")
+
+    monkeypatch.setattr(pure_splice, "result_shape", refuse)
+    for result, shape in _SHAPES:
+        if b"\\" in result.partition(b":")[0] or b'"resultTyp\\' in result or b'"a\\' in result:
+            with pytest.raises(LookupError):
+                compiled_splice.result_shape(result)
+        else:
+            assert compiled_splice.result_shape(result) == shape
+
+
+def _random_json(rnd: random.Random, depth: int) -> bytes:
+    blank = rnd.choice([b"", b"", b" ", b"\n\t "])
+    kind = rnd.randrange(8 if depth < 4 else 4)
+    if kind == 0:
+        value = rnd.choice([b"0", b"-12.5e-3", b"true", b"false", b"null", b"7"])
+    elif kind == 1:
+        value = msgspec.json.encode(rnd.choice(["", "x", "\\", '"', '\\"', "}]", '{"content":[]}', "é\n"]))
+    elif kind == 2:
+        value = rnd.choice([b'"\\u0063"', b'"\\\\"', b'"a\\"b"', b'"\\/"'])
+    elif kind in (3, 4, 5):
+        value = _random_object(rnd, depth + 1)
+    else:
+        items = [_random_json(rnd, depth + 1) for _ in range(rnd.randrange(4))]
+        value = b"[" + b",".join(items) + b"]"
+    return blank + value + blank
+
+
+_NAMES = [
+    b'"content"',
+    b'"resultType"',
+    b'"x"',
+    b'"contents"',
+    b'"\\u0063ontent"',
+    b'"Content"',
+    b'"resultTyp"',
+    b'""',
+]
+
+
+def _random_object(rnd: random.Random, depth: int) -> bytes:
+    members = [rnd.choice(_NAMES) + b":" + _random_json(rnd, depth) for _ in range(rnd.randrange(5))]
+    return b"{" + b",".join(members) + b"}"
+
+
+def test_result_shape_twins_agree_on_random_json():
+    rnd = random.Random(20261130)
+    seen = set()
+    for _ in range(3000):
+        result = _random_object(rnd, 0) if rnd.random() < 0.9 else _random_json(rnd, 0)
+        msgspec.json.decode(result)
+        shape = pure_splice.result_shape(result)
+        assert compiled_splice.result_shape(result) == shape, result
+        seen.add(shape)
+    assert seen == {pure_splice.SHAPE_BAD, pure_splice.SHAPE_CONTENT, pure_splice.SHAPE_TYPED}
+
+
 # -- the request reader: the same requests and the same state, whatever the chunking ------------
 
 

@@ -112,6 +112,13 @@ def test_splice_call_message(benchmark, splice):
     )
 
 
+@pytest.mark.parametrize("splice", SPLICES)
+def test_splice_result_shape(benchmark, splice):
+    """result_shape of a tool result as an app sends it."""
+    result = msgspec.json.decode(b'[{"content":[{"type":"text","text":"hi"}]}]', type=list[msgspec.Raw])[0]
+    assert benchmark(splice.result_shape, result) == speedups.SHAPE_CONTENT
+
+
 @pytest.mark.parametrize("target", [b"/mcp", b"/mcp/eyJhbGciOiJIUzI1NiJ9.e30.c2ln", b"/connect"])
 @pytest.mark.parametrize("routing", ROUTING)
 def test_route(benchmark, routing, target):

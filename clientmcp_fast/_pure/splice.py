@@ -1,11 +1,15 @@
 """JSON bytes passed through, spliced into messages; the pure-Python twin of `_speedups/splice.pyx`.
 
 What an agent or an app sent as JSON (an id, arguments, a result) is forwarded as the
-same bytes, never decoded and encoded again. Each argument is bytes or any other buffer
-(a `msgspec.Raw`).
+same bytes, never decoded and encoded again; a result's shape is checked without
+decoding it either. Each argument is bytes or any other buffer (a `msgspec.Raw`).
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+import msgspec
 
 # The fixed pieces of the messages: one definition serves both twins.
 RESULT_HEAD = b'{"jsonrpc":"2.0","id":'
@@ -13,6 +17,11 @@ RESULT_MIDDLE = b',"result":'
 CALL_HEAD = b'{"type":"call","id":"'
 CALL_NAME = b'","name":"'
 CALL_ARGUMENTS = b'","arguments":'
+
+# What `result_shape` finds.
+SHAPE_BAD = 0  # not an object with a content array
+SHAPE_CONTENT = 1  # an object with a content array
+SHAPE_TYPED = 2  # the same, with a resultType member (BRIDGE.md §5.1)
 
 
 def first_byte(json: bytes) -> int:
@@ -38,3 +47,24 @@ def jsonrpc_result(id_json: bytes, result: bytes) -> bytes:
 def call_message(call_id: bytes, name: bytes, arguments: bytes) -> bytes:
     """A `call` for the app; `call_id` and `name` (a registered tool name) never need escaping."""
     return b"".join((CALL_HEAD, call_id, CALL_NAME, name, CALL_ARGUMENTS, arguments, b"}"))
+
+
+class _ResultShape(msgspec.Struct, gc=False):
+    """The members of a CallToolResult the bridge looks at; the rest is skipped."""
+
+    content: msgspec.Raw
+    resultType: Any = msgspec.UNSET
+
+
+_decode_result_shape = msgspec.json.Decoder(_ResultShape).decode
+
+
+def result_shape(result: bytes) -> int:
+    """Whether the JSON `result` (a value msgspec has read) is an object with a content array, and has resultType."""
+    try:
+        shape = _decode_result_shape(result)
+    except (msgspec.DecodeError, RecursionError):
+        return SHAPE_BAD
+    if first_byte(shape.content) != 0x5B:  # "["
+        return SHAPE_BAD
+    return SHAPE_CONTENT if shape.resultType is msgspec.UNSET else SHAPE_TYPED

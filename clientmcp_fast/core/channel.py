@@ -12,12 +12,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import UNSET
 
-from clientmcp_fast.core.messages import (
-    BRIDGE_TYPES,
-    REGISTERED,
-    decode_app_message,
-    decode_result_shape,
-)
+from clientmcp_fast.core.messages import BRIDGE_TYPES, REGISTERED, decode_app_message
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 from clientmcp_fast.core.tokens import ROLE_CLIENT, TokenError
 from clientmcp_fast.core.websocket import (
@@ -31,7 +26,7 @@ from clientmcp_fast.core.websocket import (
     offered_subprotocols,
 )
 from clientmcp_fast.log import logger
-from clientmcp_fast.speedups import PONG_FRAME, first_byte
+from clientmcp_fast.speedups import PONG_FRAME, SHAPE_BAD, SHAPE_TYPED, result_shape
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
@@ -181,17 +176,14 @@ class AppChannel(MessageHandler):
         if result is UNSET:
             self.close(4400, "result: result is missing")
             return
-        try:
-            shape = decode_result_shape(result)
-        except (msgspec.ValidationError, RecursionError):  # the message parsed: only its shape can be wrong
-            shape = None
-        if shape is None or first_byte(shape.content) != 0x5B:  # "["
+        shape = result_shape(result)
+        if shape == SHAPE_BAD:
             self.close(4400, "result: result must be an object with a content array")
             return
         call = self.calls.pop(call_id, None)
         if call is not None:
             # Unknown and finished ids are ignored, so cancel/result races are harmless.
-            self.bridge.complete(call, result, shape.resultType is not UNSET)
+            self.bridge.complete(call, result, shape == SHAPE_TYPED)
 
     def _on_register(self, message) -> None:
         try:

@@ -2,7 +2,8 @@
 
 One reusable decoder reads every app message into `AppMessage`, whose members cover all
 known types; members whose meaning depends on the type stay `msgspec.Raw` until the
-type says how to read them, and a tool result is never decoded past its shape check.
+type says how to read them, and a tool result is never decoded (its shape is checked by
+`speedups.result_shape`).
 """
 
 from __future__ import annotations
@@ -29,13 +30,6 @@ class AppMessage(msgspec.Struct, gc=False):
     instructions: Any = msgspec.UNSET
 
 
-class ResultShape(msgspec.Struct, gc=False):
-    """The members of a CallToolResult the bridge must look at; the rest passes through unread."""
-
-    content: msgspec.Raw
-    resultType: Any = msgspec.UNSET
-
-
 class ToolHead(msgspec.Struct, gc=False):
     """The members of a declared Tool the bridge validates; the rest passes through unread."""
 
@@ -44,7 +38,6 @@ class ToolHead(msgspec.Struct, gc=False):
 
 
 decode_app_message = msgspec.json.Decoder(AppMessage).decode
-decode_result_shape = msgspec.json.Decoder(ResultShape).decode
 decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 decode_tool_head = msgspec.json.Decoder(ToolHead).decode
 
