@@ -11,6 +11,7 @@ from clientmcp_fast.core.jsonrpc cimport valid_id
 
 
 cpdef str _header_text(bytes value, dict known)
+cpdef _remember(dict memo, bytes value, meaning)
 
 
 cdef class _Context(Call):
@@ -39,6 +40,7 @@ cdef class AgentEndpoint:
     cdef public object allowed_origins
     cdef public dict _accept_cache
     cdef public dict _bearer_cache
+    cdef public dict _name_cache
 
     @cython.locals(request=Request, headers=dict, method=bytes, context=_Context)
     cpdef handle(self, Exchange exchange, path_token, now)
@@ -47,7 +49,7 @@ cdef class AgentEndpoint:
     @cython.locals(headers=dict)
     cpdef _route(self, _Context context, message, now)
     cpdef _legacy(self, _Context context, message, version, now)
-    @cython.locals(headers=dict)
+    @cython.locals(headers=dict, cache=dict)
     cpdef _modern(self, _Context context, message, now)
     @cython.locals(app=AppChannel, tools=dict)
     cpdef _call(self, _Context context, id_json, params, modern, session, now)

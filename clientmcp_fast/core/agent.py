@@ -103,7 +103,20 @@ def _header_text(value: bytes, known: dict[bytes, str]) -> str:
     return known.get(value) or value.strip().decode("latin-1")
 
 
-_MAX_BEARER_CACHE = 10_000
+# The memos of header values that agents choose (their Authorization, their Mcp-Name) are
+# bounded in entries and in the length of a value kept: distinct or huge values, sent
+# without end, cost at most about 2 x 1,024 x 2 KiB per memo.
+_MEMO_ENTRIES = 1_024
+_MEMO_VALUE_BYTES = 2_048
+_UNSEEN = object()
+
+
+def _remember(memo: dict, value: bytes, meaning: object) -> None:
+    """Keep what a header value means, unless the value is too long; the oldest entry goes first."""
+    if len(value) <= _MEMO_VALUE_BYTES:
+        if len(memo) >= _MEMO_ENTRIES:
+            del memo[next(iter(memo))]  # dicts keep insertion order: the oldest goes
+        memo[value] = meaning
 
 
 def _session_key(header: bytes | None) -> bytes | None:
@@ -337,7 +350,7 @@ class LegacyStream:
 class AgentEndpoint:
     """Serves `/mcp` and `/mcp/<token>`: each request checked, routed to its era, and answered."""
 
-    __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache", "_bearer_cache")
+    __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache", "_bearer_cache", "_name_cache")
 
     def __init__(
         self, bridge: Bridge, verifier: TokenVerifier, allowed_origins: tuple[str, ...] | None
@@ -346,9 +359,10 @@ class AgentEndpoint:
         self.verifier = verifier
         self.allowed_origins = None if allowed_origins is None else {o.lower() for o in allowed_origins}
         self._accept_cache: dict[bytes | None, tuple[bool, bool, bool]] = {}
-        # An agent sends the same Authorization header with every request: its token is read
-        # out once. Bounded, as the headers are the agents' to choose.
+        # An agent sends the same Authorization header with every request, and names the same
+        # tools in Mcp-Name again and again: each value is read once (see _remember).
         self._bearer_cache: dict[bytes, bytes] = {}
+        self._name_cache: dict[bytes, str | None] = {}
 
     # -- the order of checks (BRIDGE.md §5.0) -----------------------------------------------
 
@@ -461,9 +475,7 @@ class AgentEndpoint:
             token = cache.get(authorization)
             if token is None:
                 token = _bearer_token(authorization)
-                if len(cache) >= _MAX_BEARER_CACHE:
-                    del cache[next(iter(cache))]  # dicts keep insertion order: the oldest goes
-                cache[authorization] = token
+                _remember(cache, authorization, token)
             token = token or None
         if token is None and path_token:
             token = path_token
@@ -607,11 +619,13 @@ class AgentEndpoint:
             return
         if method == "tools/call":
             mcp_name = headers.get(b"mcp-name")
-            decoded = (
-                decode_header_value(mcp_name.strip(b" \t").decode("latin-1"))
-                if mcp_name is not None
-                else None
-            )
+            decoded = None
+            if mcp_name is not None:
+                cache = self._name_cache
+                decoded = cache.get(mcp_name, _UNSEEN)
+                if decoded is _UNSEEN:
+                    decoded = decode_header_value(mcp_name.strip(b" \t").decode("latin-1"))
+                    _remember(cache, mcp_name, decoded)
             if decoded != params.name:
                 context.fail(400, id_json, HEADER_MISMATCH, "Mcp-Name header does not match params.name")
                 return
