@@ -5,9 +5,13 @@
 cimport cython
 
 
+cdef list _LENGTH_LINES
+
 @cython.locals(prefix=bytes, known=dict)
 cdef bytes _head_prefix(int status, headers, bint close)
-@cython.locals(prefix=bytes)
+@cython.locals(line=bytes)
+cdef bytes _length_line(Py_ssize_t length)
+@cython.locals(prefix=bytes, length=bytes)
 cpdef bytes response_message(int status, headers, body, bint close, bint with_body=*)
 @cython.locals(prefix=bytes)
 cpdef bytes response_head(int status, headers, bint close, bint chunked=*)

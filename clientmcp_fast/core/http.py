@@ -125,6 +125,22 @@ _JSON_OK = _head_prefix(200, JSON_ONLY, False)
 _JSON_OK_CLOSE = _head_prefix(200, JSON_ONLY, True)
 
 
+# The Content-Length lines of the usual body sizes, each made the first time it is needed:
+# formatting the number cost more than the rest of a small answer's head.
+_LENGTH_LINES: list = [None] * 4096
+
+
+def _length_line(length: int) -> bytes:
+    """The Content-Length line that ends a head."""
+    if length < 4096:
+        line = _LENGTH_LINES[length]
+        if line is None:
+            # An f-string, not %-formatting: compiled, it formats the C length directly.
+            line = _LENGTH_LINES[length] = f"content-length: {length}\r\n\r\n".encode()
+        return line
+    return f"content-length: {length}\r\n\r\n".encode()
+
+
 def response_message(
     status: int, headers: Headers, body: bytes, close: bool, with_body: bool = True
 ) -> bytes:
@@ -133,8 +149,7 @@ def response_message(
         prefix = _JSON_OK_CLOSE if close else _JSON_OK
     else:
         prefix = _head_prefix(status, headers, close)
-    # An f-string, not %-formatting: compiled, it formats the C length directly.
-    length = f"content-length: {len(body)}\r\n\r\n".encode()
+    length = _length_line(len(body))
     return b"".join((prefix, length, body)) if with_body else prefix + length
 
 

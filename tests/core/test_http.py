@@ -1,0 +1,53 @@
+"""Response bytes: heads, Content-Length and bodies as `core.http` builds them."""
+
+from __future__ import annotations
+
+import httptools
+import pytest
+
+from clientmcp_fast.core.http import JSON_ONLY, TEXT_PLAIN, response_message
+
+
+def _parsed(message: bytes) -> tuple[int, dict[bytes, bytes], bytes]:
+    """Status, headers and body of a response, as an independent HTTP parser reads them."""
+    parts: dict = {"headers": {}, "body": b""}
+
+    class Reader:
+        def on_header(self, name: bytes, value: bytes) -> None:
+            parts["headers"][name.lower()] = value
+
+        def on_body(self, body: bytes) -> None:
+            parts["body"] += body
+
+    parser = httptools.HttpResponseParser(Reader())
+    parser.feed_data(message)
+    return parser.get_status_code(), parts["headers"], parts["body"]
+
+
+# Lengths either side of those whose Content-Length line is made once and kept.
+@pytest.mark.parametrize("size", [0, 1, 9, 10, 4095, 4096, 4097, 100_000])
+@pytest.mark.parametrize("headers", [JSON_ONLY, (TEXT_PLAIN,), (TEXT_PLAIN, (b"x-a", b"b"))])
+def test_the_content_length_is_the_body_s_every_time(size, headers):
+    body = b"x" * size
+    for _ in range(2):  # made, then kept
+        message = response_message(200, headers, body, False)
+        status, got, parsed_body = _parsed(message)
+        assert (status, got[b"content-length"], parsed_body) == (200, str(size).encode(), body)
+        assert message.endswith(b"\r\n\r\n" + body)
+        assert message.count(b"content-length") == 1
+
+
+def test_a_head_answer_keeps_the_length_and_leaves_the_body_out():
+    full = response_message(200, JSON_ONLY, b'{"a":1}', False)
+    head = response_message(200, JSON_ONLY, b'{"a":1}', False, with_body=False)
+    assert full == head + b'{"a":1}'
+    assert b"content-length: 7\r\n\r\n" in head
+
+
+def test_close_is_said_and_the_usual_json_head_matches_the_general_one():
+    for close in (False, True):
+        usual = response_message(200, JSON_ONLY, b"{}", close)
+        general = response_message(200, (JSON_ONLY[0],), b"{}", close)  # another tuple: no shortcut
+        assert usual == general
+        assert (b"connection: close\r\n" in usual) is close
+    assert response_message(404, (TEXT_PLAIN,), b"no\n", True).startswith(b"HTTP/1.1 404 Not Found\r\n")
