@@ -78,7 +78,7 @@ cdef class RequestReader:
     cdef dict _repeated  # the values of each repeated header
     cdef list _last_values  # by KNOWN_NAMES index: the value last read under that name
     cdef uint32_t _seen  # bit i: this message has a header named KNOWN_NAMES[i]
-    cdef list _body
+    cdef object _body  # None, the one piece read, or a list of the pieces
     cdef Py_ssize_t _body_size
     cdef Py_ssize_t _head_bytes
     cdef Py_ssize_t _unreported

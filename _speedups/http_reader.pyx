@@ -339,7 +339,7 @@ cdef class RequestReader:
         self._headers = _PyDict_NewPresized(12)
         self._repeated = None
         self._seen = 0
-        self._body = []
+        self._body = None
         self._body_size = 0
         self._head_bytes = 0
         self._unreported = 0
@@ -359,7 +359,7 @@ cdef class RequestReader:
 
     cdef _too_large(self):
         self._add_request(None, False)
-        self._body = []
+        self._body = None
         self.in_body = False
         self.stopped = True
 
@@ -490,7 +490,15 @@ cdef class RequestReader:
         if self._body_size > MAX_BODY:
             self._too_large()
             return 0
-        self._body.append(PyBytes_FromStringAndSize(at, length))
+        piece = PyBytes_FromStringAndSize(at, length)
+        body = self._body
+        # A body mostly comes in one piece: a list is made only for a second one.
+        if body is None:
+            self._body = piece
+        elif type(body) is list:
+            (<list>body).append(piece)
+        else:
+            self._body = [body, piece]
         return 0
 
     cdef int _message_complete(self) except -1:
@@ -502,7 +510,7 @@ cdef class RequestReader:
             self._join_repeated()  # again, for trailer fields repeating a name
         body = self._body
         keep_alive = llhttp_should_keep_alive(&self._llhttp) != 0
-        self._add_request(body[0] if len(body) == 1 else b"".join(body), keep_alive)
+        self._add_request(b"" if body is None else b"".join(body) if type(body) is list else body, keep_alive)
         return 0
 
     cdef int _chunk_header(self) except -1:
