@@ -94,7 +94,8 @@ cdef class RequestReader:
     cdef public object upgrade
     cdef public object refusal
 
-    cpdef feed(self, bytes data)
+    cpdef int feed(self, bytes data) except -1
+    cdef _parse(self, bytes data)
     cdef bint _hand_off(self, bytes tail) except -1
     cdef _refuse(self, int status, str text)
     cdef _new_message(self)

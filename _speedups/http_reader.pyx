@@ -24,6 +24,7 @@ from posix.dlfcn cimport RTLD_NOW, dlerror, dlopen, dlsym
 import httptools
 import httptools.parser.parser as httptools_parser
 
+from clientmcp_fast._pure import http_reader as twin
 from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO
 from clientmcp_fast.core.http import Request
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
@@ -39,6 +40,12 @@ cdef extern from "Python.h":
 
 cdef Py_ssize_t MAX_BODY = MAX_MESSAGE_BYTES
 cdef int HTTP_REQUEST = 1
+# The bits `feed` returns, as the twin defines them.
+cdef int READING_HEAD = twin.READING_HEAD
+cdef int READING_BODY = twin.READING_BODY
+cdef int EXPECTS_CONTINUE = twin.EXPECTS_CONTINUE
+cdef int STOPPED = twin.STOPPED
+cdef int REFUSED = twin.REFUSED
 cdef int HPE_OK = 0
 cdef int HPE_PAUSED_UPGRADE = 22
 cdef str HEAD_TOO_LARGE = "request head larger than the limit"
@@ -284,12 +291,21 @@ cdef class RequestReader:
         PyMem_Free(self._name.data)
         PyMem_Free(self._value.data)
 
-    cpdef feed(self, bytes data):
-        """Parse `data`; complete requests are appended to the queue."""
+    cpdef int feed(self, bytes data) except -1:
+        """Parse `data`; complete requests are appended to the queue. The state after it, as bits."""
+        if not self.stopped:
+            self._parse(data)
+        return (
+            (READING_HEAD if self.in_head else 0)
+            | (READING_BODY if self.in_body else 0)
+            | (EXPECTS_CONTINUE if self.expect_continue else 0)
+            | (STOPPED if self.stopped else 0)
+            | (REFUSED if self.refusal is not None else 0)
+        )
+
+    cdef _parse(self, bytes data):
         cdef int error
         cdef Py_ssize_t offset
-        if self.stopped:
-            return
         self._reported = False
         while True:
             error = llhttp_execute(&self._llhttp, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))

@@ -50,7 +50,8 @@ if NO_EXTENSIONS:
 
 IMPLEMENTATION = "pure" if NO_EXTENSIONS else "compiled"
 
-# Opcodes and fixed frames are plain constants: one definition serves both twins.
+# Opcodes, fixed frames, route kinds, the reader's state bits and result shapes are plain
+# constants: one definition serves both twins.
 from clientmcp_fast._pure.errors import FrameError  # noqa: E402
 from clientmcp_fast._pure.frames import (  # noqa: E402
     EXACT_PING,
@@ -63,6 +64,13 @@ from clientmcp_fast._pure.frames import (  # noqa: E402
     OP_PONG,
     OP_TEXT,
     PONG_FRAME,
+)
+from clientmcp_fast._pure.http_reader import (  # noqa: E402
+    EXPECTS_CONTINUE,
+    READING_BODY,
+    READING_HEAD,
+    REFUSED,
+    STOPPED,
 )
 from clientmcp_fast._pure.routing import (  # noqa: E402
     ROUTE_CONNECT,
@@ -114,6 +122,11 @@ __all__ = [
     "ROUTE_HEALTHZ",
     "ROUTE_MCP",
     "ROUTE_NOT_FOUND",
+    "EXPECTS_CONTINUE",
+    "READING_BODY",
+    "READING_HEAD",
+    "REFUSED",
+    "STOPPED",
     "SHAPE_BAD",
     "SHAPE_CONTENT",
     "SHAPE_TYPED",

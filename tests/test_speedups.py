@@ -366,14 +366,22 @@ def _read(module, chunks: list[bytes]) -> tuple:
 
     queue: deque = deque()
     reader = module.RequestReader(queue, 16 * 1024, False)
-    for chunk in chunks:
-        reader.feed(chunk)
+    returned = [reader.feed(chunk) for chunk in chunks]
     requests = [
         (r.method, r.target, r.headers, set(r.repeated), r.body, r.keep_alive, r.http11) for r in queue
     ]
     upgrade = None if reader.upgrade is None else (reader.upgrade[0].target, reader.upgrade[1])
     state = (reader.in_head, reader.in_body, reader.expect_continue, reader.stopped, reader.refusal)
-    return requests, upgrade, state
+    # What feed returns is that state, as bits (one definition of the bits serves both twins).
+    bits = (
+        pure_http_reader.READING_HEAD * reader.in_head
+        | pure_http_reader.READING_BODY * reader.in_body
+        | pure_http_reader.EXPECTS_CONTINUE * reader.expect_continue
+        | pure_http_reader.STOPPED * reader.stopped
+        | pure_http_reader.REFUSED * (reader.refusal is not None)
+    )
+    assert returned[-1:] == ([bits] if chunks else [])
+    return requests, upgrade, state, returned
 
 
 def test_request_reader_twins_agree_on_random_pipelines_in_random_chunks():
@@ -398,9 +406,29 @@ def test_request_reader_twins_agree_byte_at_a_time():
 
 
 @pytest.mark.parametrize("module", [pure_http_reader, compiled_http_reader], ids=["pure", "compiled"])
+def test_request_reader_feed_returns_its_state(module):
+    # The bits are defined once, by the pure twin.
+    head, body, expects = (
+        pure_http_reader.READING_HEAD,
+        pure_http_reader.READING_BODY,
+        pure_http_reader.EXPECTS_CONTINUE,
+    )
+    refused = pure_http_reader.STOPPED | pure_http_reader.REFUSED
+    chunks = [
+        b"POST /mcp HTTP/1.1\r\nHo",
+        b"st: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
+        b"{}",
+    ]
+    assert _read(module, chunks)[3] == [head, body | expects, 0]
+    chunks = [b"POST /mcp HTTP/1.1\r\nX: 1\r\n", b"\x00\r\n\r\n", b"GET / HTTP/1.1\r\n\r\n"]
+    assert _read(module, chunks)[3] == [head, refused, refused]  # and nothing more is read
+
+
+@pytest.mark.parametrize("module", [pure_http_reader, compiled_http_reader], ids=["pure", "compiled"])
 def test_request_reader_reads_what_was_sent(module):
     # Agreement alone would pass if both twins went wrong alike: these are the answers themselves.
-    requests, upgrade, state = _read(module, [b"".join(_REQUESTS[5:9])])
+    requests, upgrade, state, returned = _read(module, [b"".join(_REQUESTS[5:9])])
+    assert returned == [0]  # every request read whole: neither in a head nor in a body
     head, options, delete, chunked = requests
     assert head[:2] == (b"HEAD", b"/healthz")
     assert head[2] == {b"host": b"a", b"accept-encoding": b"gzip", b"x-empty": b"", b"x-spaces": b"a  b "}

@@ -18,6 +18,14 @@ from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO, route
 from clientmcp_fast.core.http import Request
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
+# What `feed` returns: the reader's state once the bytes are parsed, as bits, so that the
+# connection reads it from one number rather than from several attributes per request.
+READING_HEAD = 1  # in_head
+READING_BODY = 2  # in_body
+EXPECTS_CONTINUE = 4  # expect_continue
+STOPPED = 8  # stopped
+REFUSED = 16  # refusal is set
+
 
 class RequestReader:
     """Parses one connection's requests into its queue; stops at an upgrade or a refusal."""
@@ -59,10 +67,19 @@ class RequestReader:
         self.upgrade: tuple[Request, bytes] | None = None  # a WebSocket upgrade and the bytes after it
         self.refusal: tuple[int, str] | None = None  # answered after the requests before it, then close
 
-    def feed(self, data: bytes) -> None:
-        """Parse `data`; complete requests are appended to the queue."""
-        if self.stopped:
-            return
+    def feed(self, data: bytes) -> int:
+        """Parse `data`; complete requests are appended to the queue. The state after it, as bits."""
+        if not self.stopped:
+            self._parse(data)
+        return (
+            (READING_HEAD if self.in_head else 0)
+            | (READING_BODY if self.in_body else 0)
+            | (EXPECTS_CONTINUE if self.expect_continue else 0)
+            | (STOPPED if self.stopped else 0)
+            | (REFUSED if self.refusal is not None else 0)
+        )
+
+    def _parse(self, data: bytes) -> None:
         self._reported = False
         try:
             while True:

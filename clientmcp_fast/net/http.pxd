@@ -5,6 +5,9 @@ from clientmcp_fast.core.http cimport Exchange, Request, response_head, response
 
 cimport cython
 
+# The bits of the reader's state (speedups), as C numbers.
+cdef int EXPECTS_CONTINUE, READING_BODY, READING_HEAD, REFUSED, STOPPED
+
 cdef class HttpExchange(Exchange):
     cdef public HttpProtocol _conn
     cdef public int _state
@@ -29,6 +32,7 @@ cdef class HttpProtocol:
     cdef public double _head_timeout
     cdef public double _keepalive_timeout
     cdef public object _time
+    cdef public int _reading
     cdef public int _phase
     cdef public object _queue
     cdef public HttpExchange _current
@@ -39,7 +43,9 @@ cdef class HttpProtocol:
     cdef public bint _draining
     cdef public bint _log_requests
 
+    @cython.locals(reading=int)
     cpdef data_received(self, data)
+    @cython.locals(reading=int)
     cpdef _arm(self)
     @cython.locals(exchange=HttpExchange)
     cpdef _serve(self)

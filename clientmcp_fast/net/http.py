@@ -27,7 +27,19 @@ from clientmcp_fast.core.http import (
 )
 from clientmcp_fast.core.websocket import HandshakeError, accept_response, check_upgrade
 from clientmcp_fast.log import logger, redact_target
-from clientmcp_fast.speedups import ROUTE_CONNECT, ROUTE_ECHO, ROUTE_HEALTHZ, ROUTE_MCP, RequestReader, route
+from clientmcp_fast.speedups import (
+    EXPECTS_CONTINUE,
+    READING_BODY,
+    READING_HEAD,
+    REFUSED,
+    ROUTE_CONNECT,
+    ROUTE_ECHO,
+    ROUTE_HEALTHZ,
+    ROUTE_MCP,
+    STOPPED,
+    RequestReader,
+    route,
+)
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.agent import AgentEndpoint
@@ -106,6 +118,7 @@ class HttpProtocol:
         "_head_timeout",
         "_keepalive_timeout",
         "_time",
+        "_reading",
         "_phase",
         "_queue",
         "_current",
@@ -129,6 +142,9 @@ class HttpProtocol:
         self._time = server.loop.time
         self._queue: deque[Request] = deque()
         self.reader = RequestReader(self._queue, limits.max_head_bytes, server.settings.websocket_echo)
+        # The reader's state as `feed` last returned it (bits): read per request, where its
+        # attributes would each be an attribute lookup.
+        self._reading = 0
         self.deadline: float | None = None
         self._phase = _BUSY  # what `deadline` times: see _arm
         self._current: HttpExchange | None = None
@@ -161,17 +177,17 @@ class HttpProtocol:
             abandon()
 
     def data_received(self, data: bytes) -> None:
-        reader = self.reader
-        reader.feed(data)
+        self._reading = reading = self.reader.feed(data)
         queue = self._queue
-        if reader.expect_continue:
-            reader.expect_continue = False
+        if reading & EXPECTS_CONTINUE:
+            self.reader.expect_continue = False
+            self._reading = reading & ~EXPECTS_CONTINUE
             if self._current is None and not queue:
                 self.transport.write(_CONTINUE)
         if len(queue) >= self._max_pipelined and not self._pipeline_paused:
             self._pipeline_paused = True
             self.transport.pause_reading()
-        elif reader.stopped:
+        elif reading & STOPPED:
             self.transport.pause_reading()
         self._serve()
 
@@ -198,8 +214,8 @@ class HttpProtocol:
                 self._phase = _BUSY
                 self.deadline = None
             return
-        reader = self.reader
-        phase = _HEAD if reader.in_head else _BODY if reader.in_body else _IDLE
+        reading = self._reading
+        phase = _HEAD if reading & READING_HEAD else _BODY if reading & READING_BODY else _IDLE
         if phase != self._phase:
             self._phase = phase
             self.deadline = self._time() + (self._head_timeout if phase == _HEAD else self._keepalive_timeout)
@@ -212,8 +228,8 @@ class HttpProtocol:
             queue = self._queue
             while self._current is None and not self._closed:
                 if not queue:
-                    refusal = self.reader.refusal
-                    if refusal is not None:
+                    if self._reading & REFUSED:
+                        refusal = self.reader.refusal
                         self.transport.write(plain_response(refusal[0], refusal[1], close=True))
                         self._close()
                     break
@@ -302,7 +318,7 @@ class HttpProtocol:
         if close:
             self._close()
         elif not self._serving:  # (while serving, the loop in _serve goes on by itself)
-            if self._queue or self.reader.refusal is not None:
+            if self._queue or self._reading & REFUSED:
                 self._serve()
             else:
                 self._arm()  # the common case: nothing waits, the connection is idle again
