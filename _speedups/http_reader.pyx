@@ -293,15 +293,16 @@ cdef class RequestReader:
 
     cpdef int feed(self, bytes data) except -1:
         """Parse `data`; complete requests are appended to the queue. The state after it, as bits."""
+        cdef int state
         if not self.stopped:
             self._parse(data)
-        return (
-            (READING_HEAD if self.in_head else 0)
-            | (READING_BODY if self.in_body else 0)
-            | (EXPECTS_CONTINUE if self.expect_continue else 0)
-            | (STOPPED if self.stopped else 0)
-            | (REFUSED if self.refusal is not None else 0)
-        )
+        # A head and its body are read one after the other, never both at once.
+        state = READING_HEAD if self.in_head else READING_BODY if self.in_body else 0
+        if self.expect_continue:
+            state |= EXPECTS_CONTINUE
+        if self.stopped:
+            state |= STOPPED | REFUSED if self.refusal is not None else STOPPED
+        return state
 
     cdef _parse(self, bytes data):
         cdef int error
