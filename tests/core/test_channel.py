@@ -478,6 +478,23 @@ def test_a_result_without_a_content_array_closes_4400(result):
     assert waiter.events == [("error", "The application disconnected before answering.")]
 
 
+@pytest.mark.parametrize(
+    ("result", "has_result_type"),
+    [
+        (b'{ "content" : [ ] }', False),
+        (b'{"content":[],"resultType":"complete"}', True),
+        (b'{"resultType":null,"content":[{"type":"text","text":"\\"content\\": {}"}]}', True),
+        (b'{"content":{},"content":[1]}', False),  # the last member of a name counts
+        (b'{"\\u0063ontent":[],"x":{"resultType":1}}', False),  # an escaped name; nested members do not count
+    ],
+)
+def test_a_result_is_forwarded_as_sent_with_what_its_shape_says(result, has_result_type):
+    _, channel, link, waiter, call = connected_with_call()
+    send(channel, b'{"type":"result","id":"' + call.id.encode() + b'","result":' + result + b"}")
+    assert waiter.events == [("result", result, has_result_type)]
+    assert channel.is_open
+
+
 def test_a_result_for_an_unknown_id_is_ignored():
     _, channel, link, waiter, call = connected_with_call()
     send(channel, {"type": "result", "id": "no-such-call", "result": {"content": []}})
