@@ -123,11 +123,6 @@ def cpu_seconds(process: psutil.Process) -> float:
     return times.user + times.system
 
 
-def system_seconds(process: psutil.Process) -> float:
-    """The kernel's part of a process's CPU time: its system calls and the network stack they run."""
-    return process.cpu_times().system
-
-
 def build_dir() -> Path:
     """bench/_build, made on first use and kept out of git."""
     (BUILD / "logs").mkdir(parents=True, exist_ok=True)
@@ -462,14 +457,16 @@ def load_round(server: Server, script: str, plan: Plan, cpus: tuple[list[int], l
     server_cpus, load_cpus = cpus
     run_wrk(server, script, plan.warmup, True, load_cpus)
     server_core_before, load_core_before = busy_seconds(server_cpus), busy_seconds(load_cpus)
-    server_before = cpu_seconds(server.process)
-    server_system_before = system_seconds(server.process)
+    # One reading for both figures: the whole and the kernel's part (system calls and the
+    # network stack they run).
+    server_before = server.process.cpu_times()
     app_before = cpu_seconds(server.app) if server.app else 0.0
     wall_before = time.monotonic()
     summary = run_wrk(server, script, plan.seconds, False, load_cpus)
     wall = time.monotonic() - wall_before
-    server_cpu = cpu_seconds(server.process) - server_before
-    server_system = system_seconds(server.process) - server_system_before
+    server_after = server.process.cpu_times()
+    server_system = server_after.system - server_before.system
+    server_cpu = server_after.user - server_before.user + server_system
     app_cpu = (cpu_seconds(server.app) - app_before) if server.app else 0.0
     server_core_busy = busy_seconds(server_cpus) - server_core_before
     load_core_busy = busy_seconds(load_cpus) - load_core_before
