@@ -4,7 +4,9 @@ The Rust figures are those its README publishes (§08 "Measured"), on 2 shared v
 with the load generator on the same machine; the targets are issue 4's. Figures 5 and 6
 are ratios measured in the same run, never against numbers from another run. The
 "floor" rows (bench/floor.py) show what a server doing next to nothing costs on this
-machine in the same run, so that a noisy or slow machine can be told from a slow bridge.
+machine in the same run, so that a noisy or slow machine can be told from a slow bridge;
+the "minimal bridge" rows do the same for the whole round trip through an app: they are
+what issue 4's own reference (9.3-9.6 µs per call on its machine) costs on this one.
 """
 
 from __future__ import annotations
@@ -73,6 +75,20 @@ def figures(results: dict) -> list[dict]:
             floor["cpu_us_per_call"],
             f"{floor['cpu_us_per_call']:.1f} µs",
         ),
+    ]
+    minimal = load.get("floor_bridge")
+    if minimal is not None:  # runs saved before the minimal bridge have no such rows
+        over = paired_ratio(results, "legacy", "floor_bridge", "cpu_us_per_call")
+        rows += [
+            _row(
+                1,
+                "floor: minimal bridge (batched writes, no checks), same load",
+                minimal["cpu_us_per_call"],
+                f"{minimal['cpu_us_per_call']:.1f} µs",
+            ),
+            _row(1, "CPU per call, bridge / minimal bridge (median of rounds)", over, f"{over:.2f}"),
+        ]
+    rows += [
         _row(
             2,
             "calls/s legacy, 64 agents → 1 app",
@@ -103,6 +119,14 @@ def figures(results: dict) -> list[dict]:
         _row(
             2, "floor: calls/s, bare uvloop + httptools", floor["calls_per_s"], f"{floor['calls_per_s']:,.0f}"
         ),
+    ]
+    if minimal is not None:
+        rows.append(
+            _row(
+                2, "floor: calls/s, minimal bridge", minimal["calls_per_s"], f"{minimal['calls_per_s']:,.0f}"
+            )
+        )
+    rows += [
         _row(
             3, f"memory per idle connected client (N={n:,})", kb, f"{kb:.2f} KB", "~11 KB", "≤ 3 KB", kb <= 3
         ),
@@ -276,11 +300,20 @@ def chart(results: dict, rows: list[dict], path: Path) -> None:
         ax.legend(fontsize=8, loc="upper right")
         ax.set_ylim(0, max(*values, target) * 1.3 or 1)
     last = axes.flat[7]
-    sdk = load.get("sdk_legacy")
-    names = ["floor", "compiled", "pure"] + (["mcp SDK"] if sdk else [])
-    values = [load[key]["calls_per_s"] for key in ("floor_http", "legacy", "pure_legacy")]
-    values += [sdk["calls_per_s"]] if sdk else []
-    bars = last.bar(names, values, color=["#718096", "#2b6cb0", "#63b3ed", "#ed8936"][: len(names)])
+    shown = [
+        (name, key, color)
+        for name, key, color in (
+            ("floor", "floor_http", "#718096"),
+            ("minimal", "floor_bridge", "#a0aec0"),
+            ("compiled", "legacy", "#2b6cb0"),
+            ("pure", "pure_legacy", "#63b3ed"),
+            ("mcp SDK", "sdk_legacy", "#ed8936"),
+        )
+        if key in load
+    ]
+    names = [name for name, _, _ in shown]
+    values = [load[key]["calls_per_s"] for _, key, _ in shown]
+    bars = last.bar(names, values, color=[color for _, _, color in shown])
     last.bar_label(bars, fmt="%.0f")
     last.set_yscale("log")
     last.set_ylim(top=max(values) * 4)

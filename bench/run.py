@@ -16,7 +16,9 @@ Method (every figure is measured in one run, side by side, because the machine i
   - Figure 5 runs the same legacy load against the `mcp` SDK's own server
     (`bench/sdk_server.py`); figure 6 against a second bridge with
     `CLIENTMCP_NO_EXTENSIONS=1` (with its own app); the floor against a bare uvloop +
-    httptools server answering a fixed result (`bench/floor.py --http`).
+    httptools server answering a fixed result (`bench/floor.py --http`); the minimal
+    bridge (`bench/floor.py --bridge`, with its own app) against issue 4's reference: a
+    round trip through the app with batched writes and nothing checked.
 - Idle clients (figures 3, 4): a fresh bridge (app idle timeout raised, so no client is
   dropped while the bench works); its RSS with no client; `bench/idle.py` connects N
   clients (distinct client IDs, one tool each); RSS again, (after - before) / N. Then the
@@ -655,6 +657,7 @@ def run(plan: Plan, progress: Progress, quick: bool, with_sdk: bool = True) -> d
             process = fleet.start("sdk", argv, server_cpus, dict(os.environ))
             sdk = Server("mcp-sdk", port, psutil.Process(process.pid))
         floor = start_floor(fleet, "http-floor", "--http", server_cpus)
+        minimal = start_floor(fleet, "minimal-bridge", "--bridge", server_cpus)
         build = wait_for_build()
         for server in (compiled, pure):
             wait_healthy(fleet, server.name, server.port, "/healthz")
@@ -664,6 +667,8 @@ def run(plan: Plan, progress: Progress, quick: bool, with_sdk: bool = True) -> d
             wait_healthy(fleet, "sdk", sdk.port, "/")
             check_calls(sdk, modern_too=False)
         check_calls(floor, modern_too=False)
+        start_app(fleet, minimal, secret, build, load_cpus)
+        check_calls(minimal, modern_too=False)
         progress("every server answered a checked tools/call")
 
         scenarios = [
@@ -673,14 +678,14 @@ def run(plan: Plan, progress: Progress, quick: bool, with_sdk: bool = True) -> d
         ]
         if sdk is not None:
             scenarios.append(("sdk_legacy", sdk, "legacy.lua"))
-        scenarios.append(("floor_http", floor, "legacy.lua"))
+        scenarios += [("floor_http", floor, "legacy.lua"), ("floor_bridge", minimal, "legacy.lua")]
         rounds: dict[str, list[dict]] = {key: [] for key, _, _ in scenarios}
         for number in range(1, plan.rounds + 1):
             for key, server, script in scenarios:
                 result = load_round(server, script, plan, (server_cpus, load_cpus))
                 rounds[key].append(result)
                 progress(
-                    f"round {number}/{plan.rounds} {key:<11} {result['calls_per_s']:>9,.0f} calls/s  "
+                    f"round {number}/{plan.rounds} {key:<12} {result['calls_per_s']:>9,.0f} calls/s  "
                     f"{result['cpu_us_per_call']:7.1f} µs CPU/call  p50 {result['p50_ms']:.2f} ms  "
                     f"p99 {result['p99_ms']:.2f} ms  cores: server {result['server_core_pct']:.0f} % "
                     f"(all {result['server_core_total_pct']:.0f} %), load {result['load_core_pct']:.0f} % "

@@ -1,10 +1,21 @@
-"""`python -m bench.instructions` counts real round trips: its harness must keep making them."""
+"""The bench's references must keep doing the work they stand for: `python -m bench.instructions`'s
+harness makes real round trips, and `bench/floor.py --bridge` forwards real calls."""
 
 from __future__ import annotations
 
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
+from websockets.sync.client import connect
 
 from bench import instructions
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("era", ["legacy", "modern"])
@@ -36,3 +47,54 @@ def test_the_stubbed_harness_never_reaches_the_bridge(era):
     assert one() == canned
     with pytest.raises(IndexError):  # nothing but the canned answers was written
         one()
+
+
+@pytest.fixture
+def minimal_bridge():
+    """`python -m bench.floor --bridge PORT` running: its port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.floor", "--bridge", str(port)], stdout=subprocess.PIPE, cwd=ROOT
+    )
+    try:
+        assert process.stdout.readline() == b"up\n"
+        yield port
+    finally:
+        process.kill()
+        process.wait()
+
+
+def post_call(port: int) -> socket.socket:
+    """An agent's tools/call, sent; the open socket."""
+    agent = socket.create_connection(("127.0.0.1", port), timeout=5)
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}'
+    agent.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    return agent
+
+
+def test_the_minimal_bridge_forwards_a_call_to_its_app_and_the_result_back(minimal_bridge):
+    # The reference the bench compares the bridge with must make the same round trip; here
+    # the app is the `websockets` library, not the bench's own app.
+    with connect(f"ws://127.0.0.1:{minimal_bridge}/connect", ping_interval=None) as app:
+        app.send('{"type":"register","tools":[{"name":"echo","inputSchema":{"type":"object"}}]}')
+        assert app.recv(timeout=5) == '{"type":"registered"}'
+        gone = post_call(minimal_bridge)  # an agent that leaves before its answer
+        call = json.loads(app.recv(timeout=5))
+        assert call == {"type": "call", "id": "1", "name": "echo", "arguments": {"text": "hi"}}
+        gone.close()
+        time.sleep(0.1)
+        app.send('{"type":"result","id":"1","result":{"content":[]}}')
+        with post_call(minimal_bridge) as agent:
+            call = json.loads(app.recv(timeout=5))
+            assert call["id"] == "2"
+            app.send('{"type":"result","id":"2","result":{"content":[{"type":"text","text":"hi"}]}}')
+            answer = agent.recv(4096)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert json.loads(body) == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"content": [{"type": "text", "text": "hi"}]},
+    }
