@@ -17,6 +17,7 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FULL_CLIENTS = 10_000
+REFERENCE_COLORS = {"floor": "#718096", "minimal": "#4a5568"}
 
 
 def _row(
@@ -260,39 +261,46 @@ def chart(results: dict, rows: list[dict], path: Path) -> None:
     load = {key: entry["median"] for key, entry in results["load"].items()}
     idle = results["idle"]
     floor = load["floor_http"]
-    # (title, ours, Rust, Rust's spread, target, the machine's floor or None)
+    minimal = load.get("floor_bridge")
+    # The same load on this machine: the bare server, and the minimal bridge when measured.
+    load_references = [("floor", floor["cpu_us_per_call"])]
+    rate_references = [("floor", floor["calls_per_s"] / 1000)]
+    if minimal is not None:
+        load_references.append(("minimal", minimal["cpu_us_per_call"]))
+        rate_references.append(("minimal", minimal["calls_per_s"] / 1000))
+    # (title, ours, Rust, Rust's spread, target, the machine's references: (name, value) pairs)
     panels = [
-        ("CPU per call, legacy (µs)", load["legacy"]["cpu_us_per_call"], 11, 0, 11, floor["cpu_us_per_call"]),
-        ("CPU per call, 2026-07-28 (µs)", load["modern"]["cpu_us_per_call"], 14, 0, 13, None),
+        ("CPU per call, legacy (µs)", load["legacy"]["cpu_us_per_call"], 11, 0, 11, load_references),
+        ("CPU per call, 2026-07-28 (µs)", load["modern"]["cpu_us_per_call"], 14, 0, 13, []),
         (
             "calls/s legacy (thousands)",
             load["legacy"]["calls_per_s"] / 1000,
             89.5,
             3.5,
             90,
-            floor["calls_per_s"] / 1000,
+            rate_references,
         ),
-        ("p99 latency legacy (ms)", load["legacy"]["p99_ms"], 1.9, 0, 2, None),
-        (f"KB per idle client (N={idle['clients']:,})", idle["bytes_per_client"] / 1024, 11, 0, 3, None),
-        ("idle bridge RSS (MB)", idle["idle_rss_bytes"] / 2**20, 1.2, 0, 30, None),
+        ("p99 latency legacy (ms)", load["legacy"]["p99_ms"], 1.9, 0, 2, []),
+        (f"KB per idle client (N={idle['clients']:,})", idle["bytes_per_client"] / 1024, 11, 0, 3, []),
+        ("idle bridge RSS (MB)", idle["idle_rss_bytes"] / 2**20, 1.2, 0, 30, []),
         (
             f"CPU, {idle['clients']:,} pinging (% core)",
             idle["ping_cpu_pct"],
             0,
             0,
             1,
-            idle["floor_ping_cpu_pct"],
+            [("floor", idle["floor_ping_cpu_pct"])],
         ),
     ]
     figure, axes = plt.subplots(2, 4, figsize=(16, 7.5))
-    for ax, (title, ours, rust, spread, target, machine_floor) in zip(axes.flat, panels):
+    for ax, (title, ours, rust, spread, target, references) in zip(axes.flat, panels):
         names, values, errors = ["ours", "Rust"], [ours, rust], [0, spread]
         colors = ["#2b6cb0", "#a0aec0"]
-        if machine_floor is not None:
-            names.append("floor")
-            values.append(machine_floor)
+        for name, value in references:
+            names.append(name)
+            values.append(value)
             errors.append(0)
-            colors.append("#718096")
+            colors.append(REFERENCE_COLORS[name])
         bars = ax.bar(names, values, yerr=errors if any(errors) else None, color=colors, capsize=4)
         ax.axhline(target, color="#c53030", linestyle="--", linewidth=1, label=f"target {target:g}")
         ax.bar_label(bars, fmt="%.3g")
@@ -303,8 +311,8 @@ def chart(results: dict, rows: list[dict], path: Path) -> None:
     shown = [
         (name, key, color)
         for name, key, color in (
-            ("floor", "floor_http", "#718096"),
-            ("minimal", "floor_bridge", "#a0aec0"),
+            ("floor", "floor_http", REFERENCE_COLORS["floor"]),
+            ("minimal", "floor_bridge", REFERENCE_COLORS["minimal"]),
             ("compiled", "legacy", "#2b6cb0"),
             ("pure", "pure_legacy", "#63b3ed"),
             ("mcp SDK", "sdk_legacy", "#ed8936"),
