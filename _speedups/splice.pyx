@@ -15,6 +15,7 @@ from clientmcp_fast._pure import splice as twin
 # The twin's fixed pieces (one definition serves both), held as typed C globals.
 cdef bytes _RESULT_HEAD = twin.RESULT_HEAD
 cdef bytes _RESULT_MIDDLE = twin.RESULT_MIDDLE
+cdef bytes _COMPLETE_OPEN = twin.COMPLETE_OPEN
 cdef bytes _CALL_HEAD = twin.CALL_HEAD
 cdef bytes _CALL_NAME = twin.CALL_NAME
 cdef bytes _CALL_ARGUMENTS = twin.CALL_ARGUMENTS
@@ -49,21 +50,29 @@ def json_id(object raw):
         PyBuffer_Release(&view)
 
 
-cdef bytes _spliced(bytes a, bytes b, bytes c, bytes d, bytes e, object json):
-    """Five bytes pieces (b"" for none), then the JSON that `json` holds (any buffer), then "}"."""
+cdef bytes _spliced(bytes a, bytes b, bytes c, bytes d, bytes e, object json, int opening=-1):
+    """Five bytes pieces (b"" for none), then the JSON that `json` holds (any buffer), then "}".
+
+    With an `opening` byte, the JSON must start with it, and it is left out.
+    """
     # Pieces as C arguments, not a tuple: this runs twice per call.
     cdef Py_buffer view
     cdef char* at
+    cdef Py_ssize_t skip = 0
     PyObject_GetBuffer(json, &view, PyBUF_SIMPLE)
     try:
+        if opening >= 0:
+            if view.len == 0 or (<unsigned char*>view.buf)[0] != opening:
+                raise ValueError(f"the JSON does not start with {chr(opening)!r}")
+            skip = 1
         message = PyBytes_FromStringAndSize(
             NULL,
             PyBytes_GET_SIZE(a) + PyBytes_GET_SIZE(b) + PyBytes_GET_SIZE(c) + PyBytes_GET_SIZE(d)
-            + PyBytes_GET_SIZE(e) + view.len + 1,
+            + PyBytes_GET_SIZE(e) + view.len - skip + 1,
         )
         at = _put(_put(_put(_put(_put(PyBytes_AS_STRING(message), a), b), c), d), e)
-        memcpy(at, view.buf, view.len)
-        at[view.len] = 0x7D  # "}"
+        memcpy(at, <char*>view.buf + skip, view.len - skip)
+        at[view.len - skip] = 0x7D  # "}"
         return message
     finally:
         PyBuffer_Release(&view)
@@ -72,6 +81,15 @@ cdef bytes _spliced(bytes a, bytes b, bytes c, bytes d, bytes e, object json):
 def jsonrpc_result(bytes id_json not None, object result):
     """A JSON-RPC response around a result that is JSON already."""
     return _spliced(_RESULT_HEAD, id_json, _RESULT_MIDDLE, b"", b"", result)
+
+
+def complete_result(bytes id_json not None, object result):
+    """A 2026-07-28 JSON-RPC response around `result`, `"resultType":"complete"` put first in it.
+
+    For an object result that has members and no resultType (what `result_shape` calls
+    SHAPE_CONTENT); a value that does not start with "{" raises ValueError.
+    """
+    return _spliced(_RESULT_HEAD, id_json, _RESULT_MIDDLE, _COMPLETE_OPEN, b"", result, 0x7B)  # "{"
 
 
 def call_message(bytes call_id not None, bytes name not None, object arguments):

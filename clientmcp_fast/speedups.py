@@ -90,6 +90,7 @@ RequestReader = http_reader.RequestReader
 first_byte = splice.first_byte
 json_id = splice.json_id
 jsonrpc_result = splice.jsonrpc_result
+complete_result = splice.complete_result
 call_message = splice.call_message
 result_shape = splice.result_shape
 
@@ -105,6 +106,7 @@ __all__ = [
     "first_byte",
     "json_id",
     "jsonrpc_result",
+    "complete_result",
     "call_message",
     "result_shape",
     "EXACT_PING",

@@ -181,6 +181,12 @@ def test_splice_twins_agree(value):
         for name in ("first_byte", "json_id"):
             assert getattr(pure_splice, name)(given) == getattr(compiled_splice, name)(given)
         assert pure_splice.jsonrpc_result(b"7", given) == compiled_splice.jsonrpc_result(b"7", given)
+        if value.startswith(b"{"):
+            assert pure_splice.complete_result(b"7", given) == compiled_splice.complete_result(b"7", given)
+        else:
+            for twin in (pure_splice, compiled_splice):
+                with pytest.raises(ValueError, match="does not start with '{'"):
+                    twin.complete_result(b"7", given)
         assert pure_splice.call_message(b"12", b"echo", given) == compiled_splice.call_message(
             b"12", b"echo", given
         )
@@ -203,10 +209,18 @@ def test_splice_makes_what_it_says(splice):
     assert [splice.first_byte(_as_raw(v)) for v in (b"{}", b"[1]", b'"x"', b"")] == [0x7B, 0x5B, 0x22, -1]
     result = splice.jsonrpc_result(b'"r"', _as_raw(b'{"content":[]}'))
     assert result == b'{"jsonrpc":"2.0","id":"r","result":{"content":[]}}'
+    result = splice.complete_result(b'"r"', _as_raw(b'{"content":[],"isError":true}'))
+    assert (
+        result == b'{"jsonrpc":"2.0","id":"r","result":{"resultType":"complete","content":[],"isError":true}}'
+    )
+    result = splice.complete_result(b"1", b'{ "content" : [ ] }')
+    assert result == b'{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete", "content" : [ ] }}'
     call = splice.call_message(b"9", b"echo", _as_raw(b'{"text":"hi"}'))
     assert call == b'{"type":"call","id":"9","name":"echo","arguments":{"text":"hi"}}'
     with pytest.raises(TypeError):
         splice.jsonrpc_result(None, b"{}")
+    with pytest.raises(TypeError):
+        splice.complete_result(None, b'{"content":[]}')
 
 
 # -- a result's shape, found without decoding it ----------------------------------------------

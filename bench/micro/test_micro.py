@@ -104,6 +104,15 @@ def test_splice_jsonrpc_result(benchmark, splice):
 
 
 @pytest.mark.parametrize("splice", SPLICES)
+def test_splice_complete_result(benchmark, splice):
+    """complete_result around an app's result (2026-07-28)."""
+    result = msgspec.json.decode(RESULT % b"1", type=dict[str, msgspec.Raw])["result"]
+    assert benchmark(splice.complete_result, b"1", result).startswith(
+        b'{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete",'
+    )
+
+
+@pytest.mark.parametrize("splice", SPLICES)
 def test_splice_call_message(benchmark, splice):
     """call_message for a tools/call's arguments."""
     arguments = msgspec.json.decode(LEGACY_BODY, type=dict[str, msgspec.Raw])["params"]

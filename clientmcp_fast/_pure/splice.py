@@ -14,6 +14,7 @@ import msgspec
 # The fixed pieces of the messages: one definition serves both twins.
 RESULT_HEAD = b'{"jsonrpc":"2.0","id":'
 RESULT_MIDDLE = b',"result":'
+COMPLETE_OPEN = b'{"resultType":"complete",'
 CALL_HEAD = b'{"type":"call","id":"'
 CALL_NAME = b'","name":"'
 CALL_ARGUMENTS = b'","arguments":'
@@ -42,6 +43,18 @@ def json_id(raw: bytes) -> bytes | None:
 def jsonrpc_result(id_json: bytes, result: bytes) -> bytes:
     """A JSON-RPC response around a result that is JSON already."""
     return b"".join((RESULT_HEAD, id_json, RESULT_MIDDLE, result, b"}"))
+
+
+def complete_result(id_json: bytes, result: bytes) -> bytes:
+    """A 2026-07-28 JSON-RPC response around `result`, `"resultType":"complete"` put first in it.
+
+    For an object result that has members and no resultType (what `result_shape` calls
+    SHAPE_CONTENT); a value that does not start with "{" raises ValueError.
+    """
+    view = memoryview(result)
+    if not len(view) or view[0] != 0x7B:  # "{"
+        raise ValueError("the JSON does not start with '{'")
+    return b"".join((RESULT_HEAD, id_json, RESULT_MIDDLE, COMPLETE_OPEN, view[1:], b"}"))
 
 
 def call_message(call_id: bytes, name: bytes, arguments: bytes) -> bytes:

@@ -41,7 +41,7 @@ from clientmcp_fast.core.limits import MAX_BATCH_ELEMENTS
 from clientmcp_fast.core.param_headers import decode_header_value, param_header_problem
 from clientmcp_fast.core.tokens import ROLE_AGENT, TokenError, TokenVerifier
 from clientmcp_fast.log import logger
-from clientmcp_fast.speedups import first_byte, jsonrpc_result
+from clientmcp_fast.speedups import complete_result, first_byte, jsonrpc_result
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
@@ -244,17 +244,7 @@ class _Context(Call):
             self._finish(jsonrpc_result(self.id_json, result))
         elif not has_result_type:
             # Spliced, not re-encoded: the app's bytes pass through, resultType goes in front.
-            self._finish(
-                b"".join(
-                    (
-                        b'{"jsonrpc":"2.0","id":',
-                        self.id_json,
-                        b',"result":{"resultType":"complete",',
-                        memoryview(result)[1:],
-                        b"}",
-                    )
-                )
-            )
+            self._finish(complete_result(self.id_json, result))
         else:
             members = jsonrpc.decode_json(result)
             members["resultType"] = "complete"
