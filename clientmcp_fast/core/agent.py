@@ -531,8 +531,11 @@ class AgentEndpoint:
         header_version = None
         if header is not None:
             header_version = _header_text(header, _HEADER_VERSIONS)
+        # Read once here for the era's method too: a struct member read is a generic attribute lookup.
         params = message.params
-        meta = params.meta if params is not UNSET else None
+        if params is UNSET:
+            params = Params()
+        meta = params.meta
         body_version = meta.protocolVersion if type(meta) is Meta else None
         if not isinstance(body_version, str):
             body_version = None
@@ -546,9 +549,9 @@ class AgentEndpoint:
             return
         named = body_version if body_version is not None else header_version
         if named is None or named in LEGACY:
-            self._legacy(context, message, named or UNNAMED_LEGACY, now)
+            self._legacy(context, message, params, named or UNNAMED_LEGACY, now)
         elif named == MODERN:
-            self._modern(context, message, now)
+            self._modern(context, message, params, meta, now)
         else:
             context.fail(
                 400,
@@ -560,10 +563,11 @@ class AgentEndpoint:
 
     # -- 2026-07-28 -------------------------------------------------------------------------
 
-    def _modern(self, context: _Context, message: Message, now: float) -> None:
-        id_json = valid_id(message.id)
+    def _modern(self, context: _Context, message: Message, params: Params, meta: object, now: float) -> None:
+        raw_id = message.id
+        id_json = valid_id(raw_id)
         method = message.method
-        if message.id is UNSET and isinstance(method, str):
+        if raw_id is UNSET and isinstance(method, str):
             context.accepted()  # notifications are accepted and ignored (BRIDGE.md §5.0)
             return
         if id_json is None or message.jsonrpc != "2.0" or not isinstance(method, str):
@@ -575,8 +579,6 @@ class AgentEndpoint:
                 "Invalid Request: one JSON-RPC request with a string or number id",
             )
             return
-        params = message.params if message.params is not UNSET else Params()
-        meta = params.meta
         if type(meta) is not Meta or meta.protocolVersion is UNSET or meta.clientCapabilities is UNSET:
             context.fail(
                 400,
@@ -651,11 +653,8 @@ class AgentEndpoint:
 
     # -- 2025-03-26, 2025-06-18, 2025-11-25 -------------------------------------------------
 
-    def _legacy(self, context: _Context, message: Message, version: str, now: float) -> None:
+    def _legacy(self, context: _Context, message: Message, params: Params, version: str, now: float) -> None:
         method = message.method
-        params = message.params
-        if params is UNSET:
-            params = Params()
         raw_id = message.id
         if raw_id is UNSET:
             if isinstance(method, str):
@@ -852,7 +851,8 @@ class _Batch:
                     200, valid_id(message.id) or NULL_ID, INVALID_REQUEST, "initialize cannot be batched"
                 )
                 continue
-            endpoint._legacy(element, message, UNNAMED_LEGACY, now)
+            params = message.params
+            endpoint._legacy(element, message, Params() if params is UNSET else params, UNNAMED_LEGACY, now)
 
     def answered(self, index: int, body: bytes) -> None:
         self.answers[index] = body
