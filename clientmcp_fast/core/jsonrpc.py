@@ -38,7 +38,10 @@ class Meta(msgspec.Struct, gc=False):
     """
 
     protocolVersion: Any = msgspec.field(default=msgspec.UNSET, name=META_VERSION)
-    clientCapabilities: Any = msgspec.field(default=msgspec.UNSET, name=META_CAPABILITIES)
+    # Only its presence is checked: kept as the JSON it is, so no dict is built from it.
+    clientCapabilities: msgspec.Raw | msgspec.UnsetType = msgspec.field(
+        default=msgspec.UNSET, name=META_CAPABILITIES
+    )
 
 
 class Params(msgspec.Struct, gc=False):
