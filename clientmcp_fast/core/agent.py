@@ -119,6 +119,15 @@ def _remember(memo: dict, value: bytes, meaning: object) -> None:
         memo[value] = meaning
 
 
+def _is_utf8(data: bytes) -> bool:
+    """Whether `data` is valid UTF-8."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _session_key(header: bytes | None) -> bytes | None:
     """What a legacy call's Mcp-Session-Id header is matched by: trimmed, None when absent or empty."""
     return header.strip() if header else None
@@ -409,6 +418,12 @@ class AgentEndpoint:
         body = request.body
         if body is None:
             context.fail(413, NULL_ID, INVALID_REQUEST, "Request body larger than 4 MiB")
+            return
+        # JSON text is UTF-8 (RFC 8259 §8.1). msgspec checks the strings it decodes, not the
+        # values it keeps as Raw: arguments would reach the app in a text frame, and its
+        # WebSocket would close on them (1007), dropping every call it holds.
+        if not body.isascii() and not _is_utf8(body):
+            context.fail(400, NULL_ID, PARSE_ERROR, "Parse error: the body is not UTF-8")
             return
         try:
             message = decode_body(body)

@@ -460,6 +460,50 @@ class TestFraming:
         app.close()
         bridge.assert_nothing_leaks()
 
+    @pytest.mark.parametrize(
+        "bad",
+        [
+            pytest.param(b"\xff", id="invalid-byte"),
+            pytest.param(b"\xc3", id="truncated-sequence"),
+            pytest.param(b"\xed\xa0\x80", id="encoded-surrogate"),
+            pytest.param(b"\xc0\xaf", id="overlong"),
+        ],
+    )
+    def test_an_agent_body_that_is_not_utf8_never_reaches_the_app(self, bridge, bad):
+        """Arguments pass through unread, and the app's frames must be UTF-8: such a body is -32700, the app stays."""
+        agent = bridge.token("agent", "alice")
+        with open_app(bridge, "alice") as ws:
+            register(ws)
+            with RawHttp(bridge.port) as conn:
+                body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"s":"'
+                conn.send(mcp_post(body + bad + b'"}}}', agent))
+                response = conn.read_response()
+                assert response.status == 400
+                assert response.json()["error"] == {
+                    "code": -32700,
+                    "message": "Parse error: the body is not UTF-8",
+                }
+                assert response.json()["id"] is None
+                # The app got nothing, and is still online: valid UTF-8 beyond ASCII passes through as sent.
+                valid = {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"s": "é 日本 🙂"}},
+                }
+                conn.send(mcp_post(json.dumps(valid, ensure_ascii=False).encode(), agent))
+                call = json.loads(ws.recv(timeout=10))
+                assert call == {
+                    "type": "call",
+                    "id": call["id"],
+                    "name": "echo",
+                    "arguments": {"s": "é 日本 🙂"},
+                }
+                result = {"content": [{"type": "text", "text": "ok"}]}
+                ws.send(json.dumps({"type": "result", "id": call["id"], "result": result}))
+                assert conn.read_response().json() == {"jsonrpc": "2.0", "id": 2, "result": result}
+        bridge.assert_nothing_leaks()
+
 
 # -- BRIDGE.md §6 idle and slow apps: 4408, 4429 -------------------------------------------------
 
