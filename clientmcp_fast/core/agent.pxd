@@ -42,7 +42,7 @@ cdef class AgentEndpoint:
     cdef public dict _bearer_cache
     cdef public dict _name_cache
 
-    @cython.locals(request=Request, headers=dict, method=bytes, context=_Context)
+    @cython.locals(request=Request, headers=dict, method=bytes, body=bytes, context=_Context)
     cpdef handle(self, Exchange exchange, path_token, now)
     @cython.locals(cache=dict)
     cpdef _authenticate(self, exchange, dict headers, path_token, cors, now)
