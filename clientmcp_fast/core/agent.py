@@ -40,6 +40,7 @@ from clientmcp_fast.core.jsonrpc import (
 from clientmcp_fast.core.limits import MAX_BATCH_ELEMENTS
 from clientmcp_fast.core.param_headers import decode_header_value, param_header_problem
 from clientmcp_fast.core.tokens import ROLE_AGENT, TokenError, TokenVerifier
+from clientmcp_fast.core.websocket import valid_utf8
 from clientmcp_fast.log import logger
 from clientmcp_fast.speedups import complete_result, first_byte, jsonrpc_result
 
@@ -117,15 +118,6 @@ def _remember(memo: dict, value: bytes, meaning: object) -> None:
         if len(memo) >= _MEMO_ENTRIES:
             del memo[next(iter(memo))]  # dicts keep insertion order: the oldest goes
         memo[value] = meaning
-
-
-def _is_utf8(data: bytes) -> bool:
-    """Whether `data` is valid UTF-8."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _session_key(header: bytes | None) -> bytes | None:
@@ -422,7 +414,7 @@ class AgentEndpoint:
         # JSON text is UTF-8 (RFC 8259 §8.1). msgspec checks the strings it decodes, not the
         # values it keeps as Raw: arguments would reach the app in a text frame, and its
         # WebSocket would close on them (1007), dropping every call it holds.
-        if not body.isascii() and not _is_utf8(body):
+        if not body.isascii() and not valid_utf8(body):
             context.fail(400, NULL_ID, PARSE_ERROR, "Parse error: the body is not UTF-8")
             return
         try:

@@ -36,6 +36,15 @@ _VALID_PEER_CLOSE_CODES = frozenset((1000, 1001, 1002, 1003, 1007, 1008, 1009, 1
 OPEN, CLOSING, CLOSED = 0, 1, 2
 
 
+def valid_utf8(data: bytes) -> bool:
+    """Whether `data` is valid UTF-8, as a text frame's payload must be (RFC 6455 §5.6)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 class HandshakeError(Exception):
     """An upgrade request that cannot be accepted: answer with `status` and `reason`."""
 
@@ -184,7 +193,7 @@ class WebSocket:
                     return
                 continue
             if opcode == OP_TEXT and fin and self._parts is None:
-                if payload.isascii() or self._valid_utf8(payload):
+                if payload.isascii() or valid_utf8(payload):
                     handler.on_text(payload)
                 else:
                     self.close(1007, "text message is not valid UTF-8")
@@ -196,14 +205,6 @@ class WebSocket:
                 self._on_fragment(opcode, fin, payload)
         if failure is not None:
             self._fail(failure.code, failure.reason)
-
-    @staticmethod
-    def _valid_utf8(payload: bytes) -> bool:
-        try:
-            payload.decode("utf-8")
-        except UnicodeDecodeError:
-            return False
-        return True
 
     def _on_fragment(self, opcode: int, fin: int, payload: bytes) -> None:
         if opcode == OP_EXACT_PING:
