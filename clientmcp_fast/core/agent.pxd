@@ -50,6 +50,6 @@ cdef class AgentEndpoint:
     cpdef _route(self, _Context context, message, now)
     cpdef _legacy(self, _Context context, message, params, version, now)
     @cython.locals(headers=dict, cache=dict)
-    cpdef _modern(self, _Context context, message, params, meta, now)
+    cpdef _modern(self, _Context context, message, params, meta, header_version, body_version, now)
     @cython.locals(app=AppChannel, tools=dict)
     cpdef _call(self, _Context context, id_json, params, modern, session, now)

@@ -558,7 +558,7 @@ class AgentEndpoint:
         if named is None or named in LEGACY:
             self._legacy(context, message, params, named or UNNAMED_LEGACY, now)
         elif named == MODERN:
-            self._modern(context, message, params, meta, now)
+            self._modern(context, message, params, meta, header_version, body_version, now)
         else:
             context.fail(
                 400,
@@ -570,7 +570,11 @@ class AgentEndpoint:
 
     # -- 2026-07-28 -------------------------------------------------------------------------
 
-    def _modern(self, context: _Context, message: Message, params: Params, meta: object, now: float) -> None:
+    def _modern(
+        self, context: _Context, message: Message, params: Params, meta: object,
+        header_version: str | None, body_version: str | None, now: float,
+    ) -> None:  # fmt: skip
+        """A 2026-07-28 request; the versions are those `_route` read (the header's trimmed, the body's if a string)."""
         raw_id = message.id
         id_json = valid_id(raw_id)
         method = message.method
@@ -603,8 +607,7 @@ class AgentEndpoint:
                         400, id_json, HEADER_MISMATCH, f"{name.decode()} header appears more than once"
                     )
                     return
-        version = headers.get(b"mcp-protocol-version")
-        if version is None or _header_text(version, _HEADER_VERSIONS) != meta.protocolVersion:
+        if header_version is None or header_version != body_version:
             context.fail(
                 400,
                 id_json,

@@ -460,6 +460,17 @@ async def test_modern_request_without_the_version_header_is_a_header_mismatch(br
     assert error_of(response) == (2, HEADER_MISMATCH)
 
 
+@pytest.mark.parametrize("version", [5, None, ["2026-07-28"], {"v": "2026-07-28"}], ids=repr)
+async def test_modern_header_with_a_body_version_that_is_not_a_string_is_a_header_mismatch(bridge, version):
+    """The header names 2026-07-28, _meta's protocolVersion is there but no string: nothing to match, -32020."""
+    body = modern_body("tools/list", 4)
+    body["params"]["_meta"][META_VERSION] = version
+    async with http_client(bridge) as http:
+        response = await http.post("/mcp", json=body, headers=modern_headers(bridge, "x", "tools/list"))
+    assert response.status_code == 400
+    assert error_of(response) == (4, HEADER_MISMATCH)
+
+
 @pytest.mark.parametrize("mcp_method", [None, "TOOLS/LIST", "tools/call", "tools/list/", ""])
 async def test_mcp_method_header_must_equal_the_method(bridge, mcp_method):
     """Mcp-Method missing, or different in any way including case: -32020."""
