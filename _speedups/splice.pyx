@@ -8,7 +8,10 @@ where the twin decodes it a second time.
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp, memcpy
+
+import msgspec
 
 from clientmcp_fast._pure import splice as twin
 
@@ -19,6 +22,8 @@ cdef bytes _COMPLETE_OPEN = twin.COMPLETE_OPEN
 cdef bytes _CALL_HEAD = twin.CALL_HEAD
 cdef bytes _CALL_NAME = twin.CALL_NAME
 cdef bytes _CALL_ARGUMENTS = twin.CALL_ARGUMENTS
+cdef object _NOT_TEXT = twin.NOT_TEXT
+cdef object _UNSET = msgspec.UNSET
 cdef int SHAPE_BAD = twin.SHAPE_BAD
 cdef int SHAPE_CONTENT = twin.SHAPE_CONTENT
 cdef int SHAPE_TYPED = twin.SHAPE_TYPED
@@ -46,6 +51,29 @@ def json_id(object raw):
         if first == 0x22 or 0x30 <= first <= 0x39 or first == 0x2D:
             return PyBytes_FromStringAndSize(<char*>view.buf, view.len)
         return None
+    finally:
+        PyBuffer_Release(&view)
+
+
+def json_member(object raw):
+    """A member kept as Raw, as the checks read it: its text if a string, None if null, else NOT_TEXT.
+
+    `msgspec.UNSET` (the member is absent) is given back as it is. The JSON is a value
+    msgspec has read from valid UTF-8; a string without escapes is decoded here, one with
+    escapes by the twin.
+    """
+    if raw is _UNSET:
+        return raw
+    cdef Py_buffer view
+    cdef const char* p
+    PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE)
+    try:
+        p = <const char*>view.buf
+        if view.len >= 2 and p[0] == 0x22:  # '"'
+            if memchr(p + 1, 0x5C, view.len - 2) == NULL:  # no backslash: the bytes are the text
+                return PyUnicode_DecodeUTF8(p + 1, view.len - 2, NULL)
+            return twin.json_member(raw)
+        return None if view.len and p[0] == 0x6E else _NOT_TEXT  # "n": null
     finally:
         PyBuffer_Release(&view)
 

@@ -79,7 +79,7 @@ from clientmcp_fast._pure.routing import (  # noqa: E402
     ROUTE_MCP,
     ROUTE_NOT_FOUND,
 )
-from clientmcp_fast._pure.splice import SHAPE_BAD, SHAPE_CONTENT, SHAPE_TYPED  # noqa: E402
+from clientmcp_fast._pure.splice import NOT_TEXT, SHAPE_BAD, SHAPE_CONTENT, SHAPE_TYPED  # noqa: E402
 
 FrameReader = frames.FrameReader
 build_frame = frames.build_frame
@@ -91,6 +91,7 @@ first_byte = splice.first_byte
 json_id = splice.json_id
 jsonrpc_result = splice.jsonrpc_result
 complete_result = splice.complete_result
+json_member = splice.json_member
 call_message = splice.call_message
 result_shape = splice.result_shape
 
@@ -107,6 +108,7 @@ __all__ = [
     "json_id",
     "jsonrpc_result",
     "complete_result",
+    "json_member",
     "call_message",
     "result_shape",
     "EXACT_PING",
@@ -132,4 +134,5 @@ __all__ = [
     "SHAPE_BAD",
     "SHAPE_CONTENT",
     "SHAPE_TYPED",
+    "NOT_TEXT",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import random
 import subprocess
@@ -221,6 +222,49 @@ def test_splice_makes_what_it_says(splice):
         splice.jsonrpc_result(None, b"{}")
     with pytest.raises(TypeError):
         splice.complete_result(None, b'{"content":[]}')
+
+
+# -- a member kept as Raw, read as the checks compare it ------------------------------------------
+
+# (JSON, what json_member reads): strings with and without escapes, null, and every other type.
+_MEMBERS = [
+    (b'"tools/call"', "tools/call"),
+    (b'""', ""),
+    ('"é 日本 🙂"'.encode(), "é 日本 🙂"),
+    (b'"tools\\/call"', "tools/call"),
+    (b'"a\\"b\\\\"', 'a"b\\'),
+    (b'"\\u00e9\\ud83d\\ude42"', "é🙂"),
+    (b"null", None),
+    (b"0", pure_splice.NOT_TEXT),
+    (b"-1.5", pure_splice.NOT_TEXT),
+    (b"true", pure_splice.NOT_TEXT),
+    (b"false", pure_splice.NOT_TEXT),
+    (b"[]", pure_splice.NOT_TEXT),
+    (b'["tools/call"]', pure_splice.NOT_TEXT),
+    (b'{"a":"b"}', pure_splice.NOT_TEXT),
+]
+
+
+@pytest.mark.parametrize(("json", "expected"), _MEMBERS, ids=[repr(json) for json, _ in _MEMBERS])
+@pytest.mark.parametrize("splice", [pure_splice, compiled_splice], ids=["pure", "compiled"])
+def test_json_member_reads_a_string_null_or_nothing_else(splice, json, expected):
+    member = msgspec.json.decode(b'{"m":' + json + b"}", type=dict[str, msgspec.Raw])["m"]
+    found = splice.json_member(member)
+    assert found == expected and type(found) is type(expected)
+    assert splice.json_member(msgspec.UNSET) is msgspec.UNSET
+    # Equal to no text at all: a check comparing it with a name or a version fails.
+    assert pure_splice.NOT_TEXT != "" and pure_splice.NOT_TEXT is not None
+
+
+def test_json_member_twins_agree_on_random_strings():
+    rng = random.Random(7)
+    alphabet = 'ab"\\/é日🙂\n\t\u0001'
+    for _ in range(2_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
+        # As msgspec writes it (UTF-8 as it is), and as json.dumps does (every non-ASCII escaped).
+        for encoded in (msgspec.json.encode(text), json.dumps(text).encode()):
+            member = msgspec.json.decode(b"[" + encoded + b"]", type=list[msgspec.Raw])[0]
+            assert compiled_splice.json_member(member) == pure_splice.json_member(member) == text
 
 
 # -- a result's shape, found without decoding it ----------------------------------------------

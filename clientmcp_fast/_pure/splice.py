@@ -19,6 +19,18 @@ CALL_HEAD = b'{"type":"call","id":"'
 CALL_NAME = b'","name":"'
 CALL_ARGUMENTS = b'","arguments":'
 
+
+class _NotText:
+    """What `json_member` gives for a value that is neither a string nor null: equal to no text."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_TEXT"
+
+
+NOT_TEXT = _NotText()
+
 # What `result_shape` finds.
 SHAPE_BAD = 0  # not an object with a content array
 SHAPE_CONTENT = 1  # an object with a content array
@@ -38,6 +50,23 @@ def json_id(raw: bytes) -> bytes | None:
         return None
     first = data[0]
     return data if first == 0x22 or 0x30 <= first <= 0x39 or first == 0x2D else None
+
+
+_decode_text = msgspec.json.Decoder(str).decode
+
+
+def json_member(raw: Any) -> Any:
+    """A member kept as Raw, as the checks read it: its text if a string, None if null, else NOT_TEXT.
+
+    `msgspec.UNSET` (the member is absent) is given back as it is. The JSON is a value
+    msgspec has read from valid UTF-8; only a string is decoded, so a huge array costs nothing.
+    """
+    if raw is msgspec.UNSET:
+        return raw
+    first = first_byte(raw)
+    if first == 0x22:  # '"'
+        return _decode_text(raw)
+    return None if first == 0x6E else NOT_TEXT  # "n": null is the only JSON value starting so
 
 
 def jsonrpc_result(id_json: bytes, result: bytes) -> bytes:

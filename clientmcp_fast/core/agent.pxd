@@ -7,7 +7,7 @@ from clientmcp_fast.core.calls cimport Call
 from clientmcp_fast.core.channel cimport AppChannel
 from clientmcp_fast.core.http cimport Exchange, Request
 from clientmcp_fast.core.tokens cimport TokenVerifier
-from clientmcp_fast.core.jsonrpc cimport valid_id
+from clientmcp_fast.core.jsonrpc cimport decode_body, valid_id
 
 
 cpdef str _header_text(bytes value, dict known)
@@ -52,4 +52,4 @@ cdef class AgentEndpoint:
     @cython.locals(headers=dict, cache=dict)
     cpdef _modern(self, _Context context, message, params, meta, header_version, body_version, now)
     @cython.locals(app=AppChannel, tools=dict)
-    cpdef _call(self, _Context context, id_json, params, modern, session, now)
+    cpdef _call(self, _Context context, id_json, name, params, modern, session, now)

@@ -36,13 +36,14 @@ from clientmcp_fast.core.jsonrpc import (
     Params,
     decode_body,
     valid_id,
+    wants_tool_changes,
 )
 from clientmcp_fast.core.limits import MAX_BATCH_ELEMENTS
 from clientmcp_fast.core.param_headers import decode_header_value, param_header_problem
 from clientmcp_fast.core.tokens import ROLE_AGENT, TokenError, TokenVerifier
 from clientmcp_fast.core.websocket import valid_utf8
 from clientmcp_fast.log import logger
-from clientmcp_fast.speedups import complete_result, first_byte, jsonrpc_result
+from clientmcp_fast.speedups import complete_result, first_byte, json_member, jsonrpc_result
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
@@ -620,6 +621,7 @@ class AgentEndpoint:
             context.fail(400, id_json, HEADER_MISMATCH, "Mcp-Method header does not match the method")
             return
         if method == "tools/call":
+            name = params.name
             mcp_name = headers.get(b"mcp-name")
             decoded = None
             if mcp_name is not None:
@@ -628,10 +630,10 @@ class AgentEndpoint:
                 if decoded is _UNSEEN:
                     decoded = decode_header_value(mcp_name.strip(b" \t").decode("latin-1"))
                     _remember(cache, mcp_name, decoded)
-            if decoded != params.name:
+            if decoded != name:
                 context.fail(400, id_json, HEADER_MISMATCH, "Mcp-Name header does not match params.name")
                 return
-            self._call(context, id_json, params, True, None, now)
+            self._call(context, id_json, name, params, True, None, now)
         elif method == "tools/list":
             self._list(context, id_json, params, True)
         elif method == "server/discover":
@@ -655,9 +657,7 @@ class AgentEndpoint:
                 406, id_json, INVALID_REQUEST, "Not Acceptable: subscriptions/listen needs text/event-stream"
             )
             return
-        wanted = params.notifications
-        tools = isinstance(wanted, dict) and wanted.get("toolsListChanged") is True
-        stream = ListenStream(context.exchange, id_json, tools)
+        stream = ListenStream(context.exchange, id_json, wants_tool_changes(params.notifications))
         if self._open_stream(context, stream, id_json, now):
             stream.acknowledge()
 
@@ -682,7 +682,9 @@ class AgentEndpoint:
             return
         if method == "tools/call":
             # The session as sent: only a cancellation compares it (see _session_key), not every call.
-            self._call(context, id_json, params, False, context.headers.get(b"mcp-session-id"), now)
+            self._call(
+                context, id_json, params.name, params, False, context.headers.get(b"mcp-session-id"), now
+            )
         elif method == "tools/list":
             self._list(context, id_json, params, False)
         elif method == "initialize":
@@ -693,7 +695,7 @@ class AgentEndpoint:
             context.fail(200, id_json, METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def _initialize(self, context: _Context, id_json: bytes, params: Params) -> None:
-        asked = params.protocolVersion
+        asked = json_member(params.protocolVersion)
         version = asked if asked in LEGACY else LATEST_LEGACY
         body = {
             "protocolVersion": version,
@@ -750,7 +752,7 @@ class AgentEndpoint:
         return app.toolset.instructions if app is not None and app.toolset is not None else None
 
     def _list(self, context: _Context, id_json: bytes, params: Params, modern: bool) -> None:
-        cursor = params.cursor
+        cursor = json_member(params.cursor)
         if cursor is not UNSET and cursor is not None:
             context.fail(400 if modern else 200, id_json, INVALID_PARAMS, "Invalid params: unknown cursor")
             return
@@ -767,13 +769,14 @@ class AgentEndpoint:
         self,
         context: _Context,
         id_json: bytes,
+        name: object,
         params: Params,
         modern: bool,
         session: bytes | None,
         now: float,
     ) -> None:
+        """A tools/call; `name` is `params.name` (see `decode_body`)."""
         error_status = 400 if modern else 200
-        name = params.name
         if not isinstance(name, str):
             context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: name must be a string")
             return

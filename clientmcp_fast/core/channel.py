@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import UNSET
 
-from clientmcp_fast.core.messages import BRIDGE_TYPES, REGISTERED, decode_app_message
+from clientmcp_fast.core.messages import BRIDGE_TYPES, REGISTERED, decode_app_message, loose_app_message
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 from clientmcp_fast.core.tokens import ROLE_CLIENT, TokenError
 from clientmcp_fast.core.websocket import (
@@ -145,7 +145,10 @@ class AppChannel(MessageHandler):
 
     def on_text(self, payload: bytes) -> None:
         try:
-            message = decode_app_message(payload)
+            try:
+                message = decode_app_message(payload)
+            except msgspec.ValidationError:
+                message = loose_app_message(payload)  # an id that is not a string, say
         except msgspec.ValidationError as error:
             self.close(4400, _shape_problem(error))
             return

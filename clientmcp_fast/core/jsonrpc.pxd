@@ -2,3 +2,4 @@
 # The helpers every call runs, as C functions the typed modules call directly.
 
 cpdef bytes valid_id(raw)
+cpdef decode_body(bytes body)

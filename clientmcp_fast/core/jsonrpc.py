@@ -12,7 +12,7 @@ import msgspec
 import orjson
 from msgspec import UNSET
 
-from clientmcp_fast.speedups import json_id
+from clientmcp_fast.speedups import first_byte, json_id, json_member
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -31,14 +31,21 @@ META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 # gc=False on the structs JSON is decoded into: decoded values never refer back to the struct
 # holding them, so it can never be part of a reference cycle, and the garbage collector need
 # not track it (cheaper to make and to free, on every request).
+#
+# No member is decoded as `Any`: a member of millions of small values would cost the event
+# loop what building those objects costs. A request is decoded as it should be (the members
+# the bridge reads as strings, the others kept as the JSON they are, `msgspec.Raw`); one
+# that is not (a member of another type) fails that at once, and is decoded again with every
+# such member kept as JSON, then read by `speedups.json_member`: after `decode_body`, a
+# member that was not a string holds None (JSON null) or NOT_TEXT (any other JSON).
 class Meta(msgspec.Struct, gc=False):
     """The members of `params._meta` the bridge reads (MCP.md §A); any others are skipped.
 
     A struct rather than a dict: its long keys are matched, not made into strings and hashed.
     """
 
-    protocolVersion: Any = msgspec.field(default=msgspec.UNSET, name=META_VERSION)
-    # Only its presence is checked: kept as the JSON it is, so no dict is built from it.
+    protocolVersion: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=META_VERSION)
+    # Only its presence is checked.
     clientCapabilities: msgspec.Raw | msgspec.UnsetType = msgspec.field(
         default=msgspec.UNSET, name=META_CAPABILITIES
     )
@@ -47,35 +54,121 @@ class Meta(msgspec.Struct, gc=False):
 class Params(msgspec.Struct, gc=False):
     """The members of `params` of every method the bridge serves; all optional, decoded once."""
 
-    # Any JSON: an object is read as `Meta`; anything else is kept for the era checks to refuse.
-    meta: Meta | str | int | float | bool | list | None = msgspec.field(default=msgspec.UNSET, name="_meta")
-    name: Any = msgspec.UNSET
+    # After decode_body: a Meta, UNSET, or None when _meta is not an object.
+    meta: Meta | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name="_meta")
+    name: str | msgspec.UnsetType = msgspec.UNSET
     arguments: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    cursor: Any = msgspec.UNSET
-    protocolVersion: Any = msgspec.UNSET
-    notifications: Any = msgspec.UNSET
+    # Read by the few methods that use them, with `json_member`.
+    cursor: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    protocolVersion: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    notifications: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     requestId: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 class Message(msgspec.Struct, gc=False):
     """One JSON-RPC message: a request, a notification, or a response an agent posted."""
 
-    jsonrpc: Any = msgspec.UNSET
+    jsonrpc: str | msgspec.UnsetType = msgspec.UNSET
     id: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    method: Any = msgspec.UNSET
+    method: str | msgspec.UnsetType = msgspec.UNSET
     params: Params | msgspec.UnsetType = msgspec.UNSET
     result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class _LooseMeta(msgspec.Struct, gc=False):
+    protocolVersion: msgspec.Raw | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=META_VERSION)
+    clientCapabilities: msgspec.Raw | msgspec.UnsetType = msgspec.field(
+        default=msgspec.UNSET, name=META_CAPABILITIES
+    )
+
+
+class _LooseParams(msgspec.Struct, gc=False):
+    meta: msgspec.Raw | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name="_meta")
+    name: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    arguments: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    cursor: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    protocolVersion: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    notifications: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    requestId: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class _LooseMessage(msgspec.Struct, gc=False):
+    jsonrpc: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    id: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    method: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    params: _LooseParams | msgspec.UnsetType = msgspec.UNSET
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class Notifications(msgspec.Struct, gc=False):
+    """The member of a subscriptions/listen's `params.notifications` the bridge reads."""
+
+    toolsListChanged: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 class _IdOnly(msgspec.Struct, gc=False):
     id: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
-decode_body = msgspec.json.Decoder(Message | list[msgspec.Raw]).decode
-decode_message = msgspec.json.Decoder(Message).decode
+_decode_body = msgspec.json.Decoder(Message | list[msgspec.Raw]).decode
+_decode_loose_body = msgspec.json.Decoder(_LooseMessage | list[msgspec.Raw]).decode
+_decode_message = msgspec.json.Decoder(Message).decode
+_decode_loose_message = msgspec.json.Decoder(_LooseMessage).decode
+_decode_loose_meta = msgspec.json.Decoder(_LooseMeta).decode
 decode_json = msgspec.json.Decoder().decode
+_decode_notifications = msgspec.json.Decoder(Notifications).decode
 _decode_id_only = msgspec.json.Decoder(_IdOnly).decode
+
+
+def decode_body(body: bytes) -> Message | list[msgspec.Raw]:
+    """An agent's body: one message, or a batch's elements as JSON.
+
+    Raises msgspec.DecodeError (not JSON), msgspec.ValidationError (a scalar, or params that
+    is not an object) or RecursionError (nested too deeply).
+    """
+    try:
+        return _decode_body(body)
+    except msgspec.ValidationError:
+        loose = _decode_loose_body(body)
+        return loose if type(loose) is list else _tightened(loose)
+
+
+def decode_message(raw: bytes | msgspec.Raw) -> Message:
+    """One element of a batch, read as `decode_body` reads a message."""
+    try:
+        return _decode_message(raw)
+    except msgspec.ValidationError:
+        return _tightened(_decode_loose_message(raw))
+
+
+def _tightened(loose: _LooseMessage) -> Message:
+    """A message whose members were kept as JSON, with those the bridge reads as strings read."""
+    params = loose.params
+    if params is not UNSET:
+        meta = params.meta
+        if meta is not UNSET:
+            if first_byte(meta) == 0x7B:  # "{"
+                members = _decode_loose_meta(meta)
+                meta = Meta(json_member(members.protocolVersion), members.clientCapabilities)
+            else:
+                meta = None
+        params = Params(
+            meta, json_member(params.name), params.arguments, params.cursor, params.protocolVersion,
+            params.notifications, params.requestId,
+        )  # fmt: skip
+    return Message(
+        json_member(loose.jsonrpc), loose.id, json_member(loose.method), params, loose.result, loose.error
+    )
+
+
+def wants_tool_changes(raw: msgspec.Raw | msgspec.UnsetType) -> bool:
+    """Whether a subscriptions/listen's `notifications` is an object whose toolsListChanged is true."""
+    if raw is UNSET or first_byte(raw) != 0x7B:  # "{"
+        return False
+    flag = _decode_notifications(raw).toolsListChanged
+    return flag is not UNSET and bytes(flag) == b"true"
 
 
 def salvage_id(body: bytes | msgspec.Raw) -> bytes:

@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 
+from clientmcp_fast.speedups import json_member
+
 # Types that only the bridge sends: an app sending one has a bug (BRIDGE.md §3, 4400).
 BRIDGE_TYPES = frozenset({"registered", "call", "cancel", "pong"})
 
@@ -24,10 +26,21 @@ class AppMessage(msgspec.Struct, gc=False):
     """Any message from an app, with the members of every type this bridge knows."""
 
     type: str
-    id: Any = msgspec.UNSET
+    # No member is decoded as `Any`: one of millions of small values would cost what building
+    # those objects costs (see core/jsonrpc.py). An id that is not a string fails the decoding
+    # at once, and `loose_app_message` reads the message again: its id is then None or NOT_TEXT.
+    id: str | msgspec.UnsetType = msgspec.UNSET
     result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     tools: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    instructions: Any = msgspec.UNSET
+    instructions: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class _LooseAppMessage(msgspec.Struct, gc=False):
+    type: str
+    id: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    tools: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    instructions: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 class ToolHead(msgspec.Struct, gc=False):
@@ -38,8 +51,18 @@ class ToolHead(msgspec.Struct, gc=False):
 
 
 decode_app_message = msgspec.json.Decoder(AppMessage).decode
+_decode_loose_app_message = msgspec.json.Decoder(_LooseAppMessage).decode
 decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 decode_tool_head = msgspec.json.Decoder(ToolHead).decode
+
+
+def loose_app_message(data: bytes) -> AppMessage:
+    """An app's message that `decode_app_message` refused, read with its id kept as JSON.
+
+    Raises msgspec.ValidationError when it is wrong in another way, as `decode_app_message` would.
+    """
+    loose = _decode_loose_app_message(data)
+    return AppMessage(loose.type, json_member(loose.id), loose.result, loose.tools, loose.instructions)
 
 
 def cancel_message(call_id: bytes) -> bytes:

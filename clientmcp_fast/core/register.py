@@ -13,6 +13,7 @@ import msgspec
 from clientmcp_fast.core.limits import MAX_CLOSE_REASON_BYTES
 from clientmcp_fast.core.messages import decode_raw_list, decode_tool_head
 from clientmcp_fast.core.param_headers import HeaderParam, InvalidAnnotation, header_params
+from clientmcp_fast.speedups import json_member
 
 TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
@@ -68,15 +69,18 @@ def _problem(index: int, name: Any, problem: str) -> RegisterError:
     return RegisterError(f"{head}: {problem}")
 
 
-def parse_register(tools: msgspec.Raw | msgspec.UnsetType, instructions: Any, max_tools: int) -> ToolSet:
-    """The tool set of a register's `tools` and `instructions`; raises `RegisterError`."""
-    if instructions is msgspec.UNSET:
-        instructions = None
-    elif not isinstance(instructions, str):
+def parse_register(
+    tools: msgspec.Raw | msgspec.UnsetType, instructions: msgspec.Raw | msgspec.UnsetType, max_tools: int
+) -> ToolSet:
+    """The tool set of a register's `tools` and `instructions` (both as sent); raises `RegisterError`."""
+    text = json_member(instructions)
+    if text is msgspec.UNSET:
+        text = None
+    elif not isinstance(text, str):
         raise RegisterError("register: instructions must be a string")
     if tools is msgspec.UNSET:
         raise RegisterError("register: tools is missing")
-    key = (bytes(tools), instructions, max_tools)
+    key = (bytes(tools), text, max_tools)
     shared = _SHARED.get(key)
     if shared is not None:
         return shared
@@ -122,5 +126,5 @@ def parse_register(tools: msgspec.Raw | msgspec.UnsetType, instructions: Any, ma
     # Every tool was checked, so every element of the array is in the set: the bytes the app
     # sent are kept once, as the array tools/list answers with.
     tools_json = b"[" + b",".join(raw_tools) + b"]"
-    toolset = _SHARED[key] = ToolSet(declared, tools_json, instructions)
+    toolset = _SHARED[key] = ToolSet(declared, tools_json, text)
     return toolset
