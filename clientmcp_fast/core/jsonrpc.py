@@ -76,30 +76,24 @@ class Message(msgspec.Struct, gc=False):
     error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
-class _LooseMeta(msgspec.Struct, gc=False):
-    protocolVersion: msgspec.Raw | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=META_VERSION)
-    clientCapabilities: msgspec.Raw | msgspec.UnsetType = msgspec.field(
-        default=msgspec.UNSET, name=META_CAPABILITIES
+def _loose(struct: type[msgspec.Struct], name: str, **nested: Any) -> Any:
+    """`struct` with every member kept as JSON, but those `nested` names as structs of their own."""
+    return msgspec.defstruct(
+        name,
+        [
+            (
+                field,
+                nested.get(field, msgspec.Raw | msgspec.UnsetType),
+                msgspec.field(default=UNSET, name=key),
+            )
+            for field, key in zip(struct.__struct_fields__, struct.__struct_encode_fields__)
+        ],
+        gc=False,
     )
 
 
-class _LooseParams(msgspec.Struct, gc=False):
-    meta: msgspec.Raw | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name="_meta")
-    name: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    arguments: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    cursor: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    protocolVersion: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    notifications: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    requestId: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-
-
-class _LooseMessage(msgspec.Struct, gc=False):
-    jsonrpc: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    id: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    method: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    params: _LooseParams | msgspec.UnsetType = msgspec.UNSET
-    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+_LooseMeta = _loose(Meta, "_LooseMeta")
+_LooseMessage = _loose(Message, "_LooseMessage", params=_loose(Params, "_LooseParams") | msgspec.UnsetType)
 
 
 class Notifications(msgspec.Struct, gc=False):
@@ -151,16 +145,21 @@ def _tightened(loose: _LooseMessage) -> Message:
         if meta is not UNSET:
             if first_byte(meta) == 0x7B:  # "{"
                 members = _decode_loose_meta(meta)
-                meta = Meta(json_member(members.protocolVersion), members.clientCapabilities)
+                meta = Meta(
+                    protocolVersion=json_member(members.protocolVersion),
+                    clientCapabilities=members.clientCapabilities,
+                )
             else:
                 meta = None
-        params = Params(
-            meta, json_member(params.name), params.arguments, params.cursor, params.protocolVersion,
-            params.notifications, params.requestId,
-        )  # fmt: skip
-    return Message(
-        json_member(loose.jsonrpc), loose.id, json_member(loose.method), params, loose.result, loose.error
-    )
+        # Every other member is JSON in both: only those read as strings (and _meta) change.
+        params = Params(**{field: getattr(params, field) for field in Params.__struct_fields__})
+        params.meta = meta
+        params.name = json_member(params.name)
+    message = Message(**{field: getattr(loose, field) for field in Message.__struct_fields__})
+    message.jsonrpc = json_member(loose.jsonrpc)
+    message.method = json_member(loose.method)
+    message.params = params
+    return message
 
 
 def wants_tool_changes(raw: msgspec.Raw | msgspec.UnsetType) -> bool:
