@@ -541,8 +541,6 @@ class AgentEndpoint:
             header_version = _header_text(header, _HEADER_VERSIONS)
         # Read once here for the era's method too: a struct member read is a generic attribute lookup.
         params = message.params
-        if params is UNSET:
-            params = Params()
         meta = params.meta
         body_version = meta.protocolVersion if type(meta) is Meta else None
         if not isinstance(body_version, str):
@@ -864,8 +862,7 @@ class _Batch:
                     200, valid_id(message.id) or NULL_ID, INVALID_REQUEST, "initialize cannot be batched"
                 )
                 continue
-            params = message.params
-            endpoint._legacy(element, message, Params() if params is UNSET else params, UNNAMED_LEGACY, now)
+            endpoint._legacy(element, message, message.params, UNNAMED_LEGACY, now)
 
     def answered(self, index: int, body: bytes) -> None:
         self.answers[index] = body

@@ -71,29 +71,36 @@ class Message(msgspec.Struct, gc=False):
     jsonrpc: str | msgspec.UnsetType = msgspec.UNSET
     id: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     method: str | msgspec.UnsetType = msgspec.UNSET
-    params: Params | msgspec.UnsetType = msgspec.UNSET
+    # Absent, an empty Params: no method tells "no params" from "params": {}.
+    params: Params = msgspec.field(default_factory=Params)
     result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
-def _loose(struct: type[msgspec.Struct], name: str, **nested: Any) -> Any:
-    """`struct` with every member kept as JSON, but those `nested` names as structs of their own."""
-    return msgspec.defstruct(
-        name,
-        [
-            (
-                field,
-                nested.get(field, msgspec.Raw | msgspec.UnsetType),
-                msgspec.field(default=UNSET, name=key),
-            )
-            for field, key in zip(struct.__struct_fields__, struct.__struct_encode_fields__)
-        ],
-        gc=False,
-    )
+def loose_struct(struct: type[msgspec.Struct], name: str, **kept: Any) -> Any:
+    """`struct` with every member kept as JSON (`msgspec.Raw`), but those `kept` with the type given.
+
+    Members keep their JSON names, and required members stay required.
+    """
+    members = []
+    for field in msgspec.structs.fields(struct):
+        if field.required:
+            kind, spec = msgspec.Raw, msgspec.field(name=field.encode_name)
+        else:
+            kind, spec = msgspec.Raw | msgspec.UnsetType, msgspec.field(default=UNSET, name=field.encode_name)
+        members.append((field.name, kept.get(field.name, kind), spec))
+    return msgspec.defstruct(name, members, gc=False)
 
 
-_LooseMeta = _loose(Meta, "_LooseMeta")
-_LooseMessage = _loose(Message, "_LooseMessage", params=_loose(Params, "_LooseParams") | msgspec.UnsetType)
+def copied(struct: type[msgspec.Struct], source: Any) -> Any:
+    """A `struct` holding the members of `source`, a struct with the same member names."""
+    return struct(**{field: getattr(source, field) for field in struct.__struct_fields__})
+
+
+_LooseMeta = loose_struct(Meta, "_LooseMeta")
+_LooseMessage = loose_struct(
+    Message, "_LooseMessage", params=loose_struct(Params, "_LooseParams") | msgspec.UnsetType
+)
 
 
 class Notifications(msgspec.Struct, gc=False):
@@ -140,7 +147,9 @@ def decode_message(raw: bytes | msgspec.Raw) -> Message:
 def _tightened(loose: _LooseMessage) -> Message:
     """A message whose members were kept as JSON, with those the bridge reads as strings read."""
     params = loose.params
-    if params is not UNSET:
+    if params is UNSET:
+        params = Params()
+    else:
         meta = params.meta
         if meta is not UNSET:
             if first_byte(meta) == 0x7B:  # "{"
@@ -152,10 +161,10 @@ def _tightened(loose: _LooseMessage) -> Message:
             else:
                 meta = None
         # Every other member is JSON in both: only those read as strings (and _meta) change.
-        params = Params(**{field: getattr(params, field) for field in Params.__struct_fields__})
+        params = copied(Params, params)
         params.meta = meta
         params.name = json_member(params.name)
-    message = Message(**{field: getattr(loose, field) for field in Message.__struct_fields__})
+    message = copied(Message, loose)
     message.jsonrpc = json_member(loose.jsonrpc)
     message.method = json_member(loose.method)
     message.params = params

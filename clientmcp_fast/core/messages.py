@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from clientmcp_fast.core.jsonrpc import copied, loose_struct
 from clientmcp_fast.speedups import json_member
 
 # Types that only the bridge sends: an app sending one has a bug (BRIDGE.md §3, 4400).
@@ -35,14 +36,6 @@ class AppMessage(msgspec.Struct, gc=False):
     instructions: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
-class _LooseAppMessage(msgspec.Struct, gc=False):
-    type: str
-    id: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    tools: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    instructions: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-
-
 class ToolHead(msgspec.Struct, gc=False):
     """The members of a declared Tool the bridge validates; the rest passes through unread."""
 
@@ -51,7 +44,10 @@ class ToolHead(msgspec.Struct, gc=False):
 
 
 decode_app_message = msgspec.json.Decoder(AppMessage).decode
-_decode_loose_app_message = msgspec.json.Decoder(_LooseAppMessage).decode
+# The type stays a string: a message without one, or with another, is refused as before.
+_decode_loose_app_message = msgspec.json.Decoder(
+    loose_struct(AppMessage, "_LooseAppMessage", type=str)
+).decode
 decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 decode_tool_head = msgspec.json.Decoder(ToolHead).decode
 
@@ -61,8 +57,9 @@ def loose_app_message(data: bytes) -> AppMessage:
 
     Raises msgspec.ValidationError when it is wrong in another way, as `decode_app_message` would.
     """
-    loose = _decode_loose_app_message(data)
-    return AppMessage(loose.type, json_member(loose.id), loose.result, loose.tools, loose.instructions)
+    message = copied(AppMessage, _decode_loose_app_message(data))
+    message.id = json_member(message.id)
+    return message
 
 
 def cancel_message(call_id: bytes) -> bytes:

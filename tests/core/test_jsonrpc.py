@@ -17,6 +17,7 @@ from clientmcp_fast.core.jsonrpc import (
     META_VERSION,
     Message,
     Meta,
+    Params,
     decode_body,
     decode_message,
     wants_tool_changes,
@@ -108,6 +109,14 @@ def test_an_app_result_with_an_id_of_another_type_is_read_again():
     assert bytes(message.result) == b'{"content":[]}' and bytes(message.instructions) == MANY
     with pytest.raises(msgspec.ValidationError):
         loose_app_message(b'{"type":5,"id":"1"}')  # wrong in another way: refused as before
+    with pytest.raises(msgspec.ValidationError, match="missing required field `type`"):
+        loose_app_message(b'{"id":[1]}')
+
+
+@pytest.mark.parametrize("jsonrpc", [b'"2.0"', b"[1]"], ids=["well-formed", "read again"])
+def test_absent_params_are_empty_params(jsonrpc):
+    message = decode_body(b'{"jsonrpc":%s,"id":1,"method":"ping"}' % jsonrpc)
+    assert message.params == Params()
 
 
 @pytest.mark.parametrize(
