@@ -74,10 +74,10 @@ cdef class RequestReader:
     cdef Py_ssize_t _max_head
     cdef bint _echo
     cdef bytes _target
-    cdef dict _headers
+    cdef list _known  # by KNOWN_NAMES position: the values of those headers (see Request)
+    cdef dict _others  # the other headers, or None
     cdef dict _repeated  # the values of each repeated header
     cdef list _last_values  # by KNOWN_NAMES index: the value last read under that name
-    cdef uint32_t _seen  # bit i: this message has a header named KNOWN_NAMES[i]
     cdef object _body  # None, the one piece read, or a list of the pieces
     cdef Py_ssize_t _body_size
     cdef Py_ssize_t _head_bytes

@@ -5,8 +5,9 @@ httptools' Python API hands each URL piece, header and body piece to a Python ca
 making two bytes objects per header on the way: that was most of the cost of reading a
 request. Here the same parser, the llhttp inside httptools' own loaded module (its
 functions found by name at import), calls C functions of this module instead. A header
-name the bridge knows becomes a shared, already-hashed key without a new object, and
-the version is read as two numbers rather than a formatted string.
+of a name the bridge knows goes to that name's position in the request's list, with no
+name object made and nothing hashed, and the version is read as two numbers rather than
+a formatted string.
 
 The contract is the twin's, tested for identical results on the same bytes however
 they are cut: the moments the head limit is checked follow httptools' own (a header
@@ -17,7 +18,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_SetDefault, PyDict_Size
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
-from libc.stdint cimport uint32_t, uint64_t
+from libc.stdint cimport uint64_t
 from libc.string cimport memcmp, memcpy, memset
 from posix.dlfcn cimport RTLD_NOW, dlerror, dlopen, dlsym
 
@@ -26,7 +27,7 @@ import httptools.parser.parser as httptools_parser
 
 from clientmcp_fast._pure import http_reader as twin
 from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO
-from clientmcp_fast.core.http import Request
+from clientmcp_fast.core.http import EXPECT, KNOWN_INDEX, KNOWN_NAMES, TRANSFER_ENCODING, Request
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
 from clientmcp_fast._speedups.routing import route
@@ -34,9 +35,6 @@ from clientmcp_fast._speedups.routing import route
 cdef extern from "<dlfcn.h>":
     enum:
         RTLD_NOLOAD
-
-cdef extern from "Python.h":
-    dict _PyDict_NewPresized(Py_ssize_t minused)
 
 cdef Py_ssize_t MAX_BODY = MAX_MESSAGE_BYTES
 cdef int HTTP_REQUEST = 1
@@ -89,66 +87,35 @@ llhttp_settings_init(&SETTINGS)
 
 # -- header names ------------------------------------------------------------------------------
 
-# The names the bridge reads, and those most clients send: each is one shared bytes object,
-# its hash computed once, found by length and bytes rather than lower-cased and hashed anew.
-cdef tuple KNOWN_NAMES = (
-    b"accept",
-    b"accept-encoding",
-    b"access-control-request-headers",
-    b"access-control-request-method",
-    b"authorization",
-    b"cache-control",
-    b"connection",
-    b"content-length",
-    b"content-type",
-    b"expect",
-    b"host",
-    b"last-event-id",
-    b"mcp-method",
-    b"mcp-name",
-    b"mcp-protocol-version",
-    b"mcp-session-id",
-    b"origin",
-    b"sec-websocket-extensions",
-    b"sec-websocket-key",
-    b"sec-websocket-protocol",
-    b"sec-websocket-version",
-    b"transfer-encoding",
-    b"upgrade",
-    b"user-agent",
-)
-# The same names as C data, so that finding one walks plain arrays (the tuple keeps them alive).
+# `KNOWN_NAMES` (core/http.py) as C data, so that finding a name walks plain arrays (the
+# tuple keeps the bytes alive).
 cdef Py_ssize_t KNOWN_COUNT = len(KNOWN_NAMES)
 cdef Py_ssize_t KNOWN_SIZES[32]
 cdef const char* KNOWN_DATA[32]
-assert KNOWN_COUNT <= 32  # also the bits of a message's `_seen` mask
+assert KNOWN_COUNT <= 32 and max(len(name) for name in KNOWN_NAMES) <= 64
 for _index, _name in enumerate(KNOWN_NAMES):
-    hash(_name)
     KNOWN_SIZES[_index] = len(_name)
     KNOWN_DATA[_index] = PyBytes_AS_STRING(_name)
-# Headers read once the head is complete: a message's `_seen` mask says whether to look them up.
-cdef uint32_t SEEN_TRANSFER_ENCODING = 1 << KNOWN_NAMES.index(b"transfer-encoding")
-cdef uint32_t SEEN_EXPECT = 1 << KNOWN_NAMES.index(b"expect")
+cdef Py_ssize_t KNOWN_TRANSFER_ENCODING = TRANSFER_ENCODING
+cdef Py_ssize_t KNOWN_EXPECT = EXPECT
 # Method names by llhttp's number, made once each (llhttp has fewer than 64 methods).
 cdef list METHOD_NAMES = [None] * 64
 
 
-cdef object _lowered_name(const char* name, Py_ssize_t size, Py_ssize_t* index):
-    """The lower-cased header name, shared when it is a known one (`index` says which, or -1)."""
+cdef Py_ssize_t _known_index(const char* name, Py_ssize_t size) noexcept:
+    """The position of the header name in KNOWN_NAMES, whatever its case; -1 if it is not there."""
     cdef char lowered[64]
     cdef Py_ssize_t i
     cdef char c
-    index[0] = -1
     if size > 64:
-        return PyBytes_FromStringAndSize(name, size).lower()
+        return -1
     for i in range(size):
         c = name[i]
         lowered[i] = c + 32 if 65 <= c <= 90 else c  # A-Z only, as bytes.lower()
     for i in range(KNOWN_COUNT):
         if KNOWN_SIZES[i] == size and memcmp(KNOWN_DATA[i], lowered, size) == 0:
-            index[0] = i
-            return KNOWN_NAMES[i]
-    return PyBytes_FromStringAndSize(lowered, size)
+            return i
+    return -1
 
 
 cdef int _span_add(Span* span, const char* at, size_t length) except -1:
@@ -275,7 +242,7 @@ cdef class RequestReader:
         self._enqueue = queue.append  # looked up once, not per request
         self._max_head = max_head_bytes
         self._echo = websocket_echo
-        self._last_values = [None] * len(KNOWN_NAMES)
+        self._last_values = [None] * KNOWN_COUNT
         self._new_message()
         self._reported = False
         self._http11 = True
@@ -352,10 +319,9 @@ cdef class RequestReader:
 
     cdef _new_message(self):
         self._target = b""
-        # Sized for a usual request's dozen headers, so that none of them makes the dict grow.
-        self._headers = _PyDict_NewPresized(12)
+        self._known = [None] * KNOWN_COUNT
+        self._others = None
         self._repeated = None
-        self._seen = 0
         self._body = None
         self._body_size = 0
         self._head_bytes = 0
@@ -371,7 +337,7 @@ cdef class RequestReader:
     cdef _add_request(self, object body, bint keep_alive):
         repeated = frozenset(self._repeated) if self._repeated else ()
         self._enqueue(
-            Request(self._method(), self._target, self._headers, repeated, body, keep_alive, self._http11)
+            Request(self._method(), self._target, self._known, self._others, repeated, body, keep_alive, self._http11)
         )
 
     cdef _too_large(self):
@@ -414,11 +380,12 @@ cdef class RequestReader:
         if not self._value.present:
             return 0
         cdef Py_ssize_t name_size = self._name.size
-        cdef Py_ssize_t index
-        name = _lowered_name(self._name.data, name_size, &index)
+        cdef Py_ssize_t index = _known_index(self._name.data, name_size)
+        cdef Py_ssize_t count
+        cdef list known
         value = self._value_bytes(index)
-        if index >= 0:
-            self._seen |= (<uint32_t>1) << index
+        # A bytes object for the name only when it is not a known one.
+        name = PyBytes_FromStringAndSize(self._name.data, name_size).lower() if index < 0 else None
         _span_clear(&self._name)
         _span_clear(&self._value)
         self._unreported = 0
@@ -427,19 +394,30 @@ cdef class RequestReader:
         if self._head_bytes > self._max_head:
             self._pending = (431, HEAD_TOO_LARGE)
             return 1
-        headers = self._headers
-        cdef Py_ssize_t count = PyDict_Size(headers)
-        # One lookup; an identity test would not do, as b"" and 1-byte values are shared objects.
-        cdef PyObject* first = PyDict_SetDefault(headers, name, value)
-        if PyDict_Size(headers) == count:
-            repeated = self._repeated
-            if repeated is None:
-                repeated = self._repeated = {}
-            values = repeated.get(name)
-            if values is None:
-                repeated[name] = [<bytes>first, value]
-            else:
-                values.append(value)
+        if index >= 0:
+            known = self._known
+            first = known[index]
+            if first is None:
+                known[index] = value
+                return 0
+            name = KNOWN_NAMES[index]
+        else:
+            others = self._others
+            if others is None:
+                others = self._others = {}
+            count = PyDict_Size(others)
+            # One lookup; an identity test would not do, as b"" and 1-byte values are shared objects.
+            first = <object>PyDict_SetDefault(others, name, value)
+            if PyDict_Size(others) != count:
+                return 0
+        repeated = self._repeated
+        if repeated is None:
+            repeated = self._repeated = {}
+        values = repeated.get(name)
+        if values is None:
+            repeated[name] = [first, value]
+        else:
+            values.append(value)
         return 0
 
     cdef bytes _value_bytes(self, Py_ssize_t index):
@@ -461,9 +439,13 @@ cdef class RequestReader:
 
     cdef _join_repeated(self):
         # Once the head (or trailer) is read, not at each repetition (see the twin).
-        headers = self._headers
         for name, values in self._repeated.items():
-            headers[name] = joined = b", ".join(values)
+            joined = b", ".join(values)
+            index = KNOWN_INDEX.get(name)
+            if index is None:
+                self._others[name] = joined
+            else:
+                self._known[index] = joined
             values[:] = (joined,)
 
     cdef int _headers_complete(self) except -1:
@@ -483,9 +465,9 @@ cdef class RequestReader:
         else:
             self._pending = (505, "only HTTP/1.1 is served")
             return 1
-        cdef uint32_t seen = self._seen
-        if seen & SEEN_TRANSFER_ENCODING:
-            encoding = self._headers[b"transfer-encoding"]
+        known = self._known
+        encoding = known[KNOWN_TRANSFER_ENCODING]
+        if encoding is not None:
             if encoding.strip().lower() != b"chunked":
                 self._pending = (501, "only the chunked transfer coding is supported")
                 return 1
@@ -494,10 +476,8 @@ cdef class RequestReader:
             self._too_large()
             return 0
         self.in_body = True
-        if seen & SEEN_EXPECT:
-            self.expect_continue = self._headers[b"expect"].lower() == b"100-continue"
-        else:
-            self.expect_continue = False
+        expect = known[KNOWN_EXPECT]
+        self.expect_continue = expect is not None and expect.lower() == b"100-continue"
         return 0
 
     cdef int _body_piece(self, const char* at, size_t length) except -1:

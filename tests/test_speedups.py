@@ -27,6 +27,7 @@ from clientmcp_fast._speedups import frames as compiled_frames  # noqa: E402
 from clientmcp_fast._speedups import http_reader as compiled_http_reader  # noqa: E402
 from clientmcp_fast._speedups import routing as compiled_routing  # noqa: E402
 from clientmcp_fast._speedups import splice as compiled_splice  # noqa: E402
+from clientmcp_fast.core.http import KNOWN_NAMES, MCP_SESSION_ID
 
 MAX = 4 * 1024 * 1024
 
@@ -426,7 +427,8 @@ def _read(module, chunks: list[bytes]) -> tuple:
     reader = module.RequestReader(queue, 16 * 1024, False)
     returned = [reader.feed(chunk) for chunk in chunks]
     requests = [
-        (r.method, r.target, r.headers, set(r.repeated), r.body, r.keep_alive, r.http11) for r in queue
+        (r.method, r.target, r.headers, set(r.repeated), r.body, r.keep_alive, r.http11, r.known, r.others)
+        for r in queue
     ]
     upgrade = None if reader.upgrade is None else (reader.upgrade[0].target, reader.upgrade[1])
     state = (reader.in_head, reader.in_body, reader.expect_continue, reader.stopped, reader.refusal)
@@ -490,11 +492,19 @@ def test_request_reader_reads_what_was_sent(module):
     head, options, delete, chunked = requests
     assert head[:2] == (b"HEAD", b"/healthz")
     assert head[2] == {b"host": b"a", b"accept-encoding": b"gzip", b"x-empty": b"", b"x-spaces": b"a  b "}
+    # The names of KNOWN_NAMES by position, the others in a dict.
+    assert [(KNOWN_NAMES[i], value) for i, value in enumerate(head[7]) if value is not None] == [
+        (b"accept-encoding", b"gzip"),
+        (b"host", b"a"),
+    ]
+    assert head[8] == {b"x-empty": b"", b"x-spaces": b"a  b "}
     assert options[2] == {b"origin": b"http://localhost", b"x-" + b"long" * 20: b"v"}
     assert (delete[2][b"mcp-session-id"], delete[3]) == (b"s, t", {b"mcp-session-id"})
+    assert (delete[7][MCP_SESSION_ID], delete[8]) == (b"s, t", None)
     assert (chunked[2][b"x-trailer"], chunked[4]) == (b"t", b"a")
     repeated = _read(module, [_REQUESTS[9]])[0][0]
     assert (repeated[2][b"x-t"], repeated[3]) == (b"a, b, c", {b"x-t"})
+    assert repeated[8] == {b"x-t": b"a, b, c"}
     # Values of a name change from request to request, whatever the previous one was.
     first, other, again = _read(module, [_REQUESTS[0], _REQUESTS[10], _REQUESTS[0]])[0]
     assert [r[2][b"authorization"] for r in (first, other, again)] == [b"Bearer t", b"Bearer u", b"Bearer t"]

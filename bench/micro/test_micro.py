@@ -30,7 +30,7 @@ from clientmcp_fast._speedups import splice as compiled_splice  # noqa: E402
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.channel import AppChannel
-from clientmcp_fast.core.http import Exchange, Request
+from clientmcp_fast.core.http import Exchange, Request, request_with_headers
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import TokenVerifier, mint
 from clientmcp_fast.core.websocket import Link
@@ -210,7 +210,7 @@ class Core:
 
     def exchange(self, modern: bool) -> RecordingExchange:
         headers, body = (self.modern, MODERN_BODY) if modern else (self.legacy, LEGACY_BODY)
-        return RecordingExchange(Request(b"POST", b"/mcp", headers, frozenset(), body, True))
+        return RecordingExchange(request_with_headers(b"POST", b"/mcp", headers, frozenset(), body, True))
 
     def answer(self) -> None:
         """The app answers the one call in flight."""

@@ -15,7 +15,14 @@ import httptools
 
 from clientmcp_fast._pure.errors import RequestRefused
 from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO, route
-from clientmcp_fast.core.http import Request
+from clientmcp_fast.core.http import (
+    CONTENT_LENGTH,
+    EXPECT,
+    KNOWN_INDEX,
+    KNOWN_NAMES,
+    TRANSFER_ENCODING,
+    Request,
+)
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
 # What `feed` returns: the reader's state once the bytes are parsed, as bits, so that the
@@ -36,7 +43,8 @@ class RequestReader:
         "_max_head",
         "_echo",
         "_target",
-        "_headers",
+        "_known",
+        "_others",
         "_repeated",
         "_body",
         "_body_size",
@@ -126,7 +134,8 @@ class RequestReader:
     def _new_message(self) -> None:
         """Forget the last request's pieces: a new one begins."""
         self._target = b""
-        self._headers: dict[bytes, bytes] = {}
+        self._known: list[bytes | None] = [None] * len(KNOWN_NAMES)  # see Request
+        self._others: dict[bytes, bytes] | None = None
         self._repeated: dict[bytes, list[bytes]] | None = None  # the values of each repeated header
         self._body: list[bytes] = []
         self._body_size = 0
@@ -140,7 +149,8 @@ class RequestReader:
             Request(
                 self._parser.get_method(),
                 self._target,
-                self._headers,
+                self._known,
+                self._others,
                 repeated,
                 body,
                 keep_alive,
@@ -179,19 +189,29 @@ class RequestReader:
         if self._head_bytes > self._max_head:
             raise RequestRefused(431, "request head larger than the limit")
         lowered = name.lower()
-        headers = self._headers
-        count = len(headers)
-        # One lookup; an identity test would not do, as b"" and 1-byte values are shared objects.
-        first = headers.setdefault(lowered, value)
-        if len(headers) == count:
-            repeated = self._repeated
-            if repeated is None:
-                repeated = self._repeated = {}
-            values = repeated.get(lowered)
-            if values is None:
-                repeated[lowered] = [first, value]
-            else:
-                values.append(value)
+        index = KNOWN_INDEX.get(lowered)
+        if index is not None:
+            first = self._known[index]
+            if first is None:
+                self._known[index] = value
+                return
+        else:
+            others = self._others
+            if others is None:
+                others = self._others = {}
+            count = len(others)
+            # One lookup; an identity test would not do, as b"" and 1-byte values are shared objects.
+            first = others.setdefault(lowered, value)
+            if len(others) != count:
+                return
+        repeated = self._repeated
+        if repeated is None:
+            repeated = self._repeated = {}
+        values = repeated.get(lowered)
+        if values is None:
+            repeated[lowered] = [first, value]
+        else:
+            values.append(value)
 
     def _join_repeated(self) -> None:
         """Give each repeated header its values joined with ", " (RFC 9110 §5.3)."""
@@ -199,9 +219,13 @@ class RequestReader:
         # the value so far every time, quadratic in the head (3 s of CPU for a 1 MiB head).
         # Each list is left holding its one joined value, so that joining again after a
         # trailer copies nothing for names the trailer does not repeat.
-        headers = self._headers
         for name, values in self._repeated.items():  # type: ignore[union-attr]
-            headers[name] = joined = b", ".join(values)
+            joined = b", ".join(values)
+            index = KNOWN_INDEX.get(name)
+            if index is None:
+                self._others[name] = joined  # type: ignore[index]
+            else:
+                self._known[index] = joined
             values[:] = (joined,)
 
     def on_headers_complete(self) -> None:
@@ -217,18 +241,18 @@ class RequestReader:
             self._http11 = False
         else:
             raise RequestRefused(505, "only HTTP/1.1 is served")
-        headers = self._headers
-        encoding = headers.get(b"transfer-encoding")
+        known = self._known
+        encoding = known[TRANSFER_ENCODING]
         if encoding is not None and encoding.strip().lower() != b"chunked":
             raise RequestRefused(501, "only the chunked transfer coding is supported")
-        length = headers.get(b"content-length")
+        length = known[CONTENT_LENGTH]
         # llhttp accepted the value, so it is digits: only a 7-digit one can pass 4 MiB (a length
         # compared first, as int() of bytes is one of the dearer steps of reading a head).
         if length is not None and len(length) >= 7 and int(length) > MAX_MESSAGE_BYTES:
             self._too_large()
             return
         self.in_body = True
-        expect = headers.get(b"expect")
+        expect = known[EXPECT]
         self.expect_continue = expect is not None and expect.lower() == b"100-continue"
 
     def on_body(self, body: bytes) -> None:

@@ -16,8 +16,7 @@ cpdef _remember(dict memo, bytes value, meaning)
 
 cdef class _Context(Call):
     cdef public Exchange exchange
-    cdef public dict headers
-    cdef public object repeated
+    cdef public Request request
     cdef public object client_id
     cdef public object cors
     cdef public bint json_ok
@@ -26,7 +25,7 @@ cdef class _Context(Call):
     cdef public bint modern
     cdef public object session
 
-    cpdef init_context(self, Exchange exchange, dict headers, repeated, client_id, cors, bint json_ok, bint sse_named)
+    cpdef init_context(self, Exchange exchange, client_id, cors, bint json_ok, bint sse_named)
     cpdef reply(self, body, extra=*)
     cpdef fail(self, status, id_json, code, message, data=*)
     cpdef accepted(self)
@@ -42,14 +41,14 @@ cdef class AgentEndpoint:
     cdef public dict _bearer_cache
     cdef public dict _name_cache
 
-    @cython.locals(request=Request, headers=dict, method=bytes, body=bytes, context=_Context)
+    @cython.locals(request=Request, method=bytes, body=bytes, context=_Context)
     cpdef handle(self, Exchange exchange, path_token, now)
     @cython.locals(cache=dict)
-    cpdef _authenticate(self, exchange, dict headers, path_token, cors, now)
-    @cython.locals(headers=dict)
+    cpdef _authenticate(self, exchange, authorization, path_token, cors, now)
+    @cython.locals(request=Request)
     cpdef _route(self, _Context context, message, now)
     cpdef _legacy(self, _Context context, message, params, version, now)
-    @cython.locals(headers=dict, cache=dict)
+    @cython.locals(request=Request, cache=dict)
     cpdef _modern(self, _Context context, message, params, meta, header_version, body_version, now)
-    @cython.locals(app=AppChannel, tools=dict)
+    @cython.locals(app=AppChannel, tools=dict, request=Request)
     cpdef _call(self, _Context context, id_json, name, params, modern, session, now)

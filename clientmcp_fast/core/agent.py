@@ -19,7 +19,19 @@ from msgspec import UNSET
 from clientmcp_fast import __version__
 from clientmcp_fast.core import jsonrpc, outcomes
 from clientmcp_fast.core.calls import Call
-from clientmcp_fast.core.http import JSON_ONLY, Exchange, Headers
+from clientmcp_fast.core.http import (
+    ACCEPT,
+    AUTHORIZATION,
+    JSON_ONLY,
+    MCP_METHOD,
+    MCP_NAME,
+    MCP_PROTOCOL_VERSION,
+    MCP_SESSION_ID,
+    ORIGIN,
+    Exchange,
+    Headers,
+    Request,
+)
 from clientmcp_fast.core.jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -169,8 +181,7 @@ class _Context(Call):
 
     __slots__ = (
         "exchange",
-        "headers",
-        "repeated",
+        "request",
         "client_id",
         "cors",
         "json_ok",
@@ -183,8 +194,6 @@ class _Context(Call):
     def init_context(
         self,
         exchange: Exchange,
-        headers: dict[bytes, bytes],
-        repeated: frozenset[bytes] | tuple[()],
         client_id: str,
         cors: Headers,
         json_ok: bool,
@@ -197,10 +206,7 @@ class _Context(Call):
         """
         self.init_call(sse_named)  # `wants_stream`: the Accept header named text/event-stream
         self.exchange = exchange
-        # The request's headers (passed in, as the caller has them at hand), read by every
-        # step of the routing.
-        self.headers = headers
-        self.repeated = repeated
+        self.request: Request = exchange.request  # its headers are read by every step of the routing
         self.client_id = client_id
         self.cors = cors
         self.json_ok = json_ok
@@ -361,8 +367,7 @@ class AgentEndpoint:
     def handle(self, exchange: Exchange, path_token: bytes, now: float) -> None:
         """Answer one HTTP request to the agent endpoint."""
         request = exchange.request
-        headers = request.headers
-        origin = headers.get(b"origin")
+        origin = request.header(ORIGIN)
         cors: Headers = ()
         if origin is not None:
             if not self._origin_allowed(origin):
@@ -381,7 +386,7 @@ class AgentEndpoint:
         if method == b"OPTIONS":
             self._preflight(exchange, origin, cors)
             return
-        client_id = self._authenticate(exchange, headers, path_token, cors, now)
+        client_id = self._authenticate(exchange, request.header(AUTHORIZATION), path_token, cors, now)
         if client_id is None:
             return
         if method != b"POST" and method != b"GET":
@@ -391,7 +396,7 @@ class AgentEndpoint:
                 jsonrpc.error(NULL_ID, INVALID_REQUEST, "Method not allowed"),
             )
             return
-        accept = headers.get(b"accept")
+        accept = request.header(ACCEPT)
         parsed = self._accept_cache.get(accept)
         if parsed is None:
             parsed = _parse_accept(accept)
@@ -399,7 +404,7 @@ class AgentEndpoint:
                 self._accept_cache[accept] = parsed
         json_ok, sse_ok, sse_named = parsed
         context = _Context.__new__(_Context)
-        context.init_context(exchange, headers, request.repeated, client_id, cors, json_ok, sse_named)
+        context.init_context(exchange, client_id, cors, json_ok, sse_named)
         if method == b"GET":
             self._get(context, sse_named, now)
             return
@@ -463,10 +468,9 @@ class AgentEndpoint:
         exchange.respond(204, headers, b"")
 
     def _authenticate(
-        self, exchange: Exchange, headers: dict[bytes, bytes], path_token: bytes, cors: Headers, now: float
+        self, exchange: Exchange, authorization: bytes | None, path_token: bytes, cors: Headers, now: float
     ) -> str | None:
         """The client ID the agent token selects; None after answering 401 (spec §4)."""
-        authorization = headers.get(b"authorization")
         token = None
         if authorization is not None:
             cache = self._bearer_cache
@@ -497,7 +501,7 @@ class AgentEndpoint:
     # -- GET: the legacy notification stream ------------------------------------------------
 
     def _get(self, context: _Context, sse_named: bool, now: float) -> None:
-        version = context.headers.get(b"mcp-protocol-version", b"").strip()
+        version = (context.request.header(MCP_PROTOCOL_VERSION) or b"").strip()
         if version == MODERN.encode():
             context.exchange.respond(
                 405,
@@ -528,14 +532,14 @@ class AgentEndpoint:
     # -- era routing (BRIDGE.md §5.0) -------------------------------------------------------
 
     def _route(self, context: _Context, message: Message, now: float) -> None:
-        headers = context.headers
-        repeated = context.repeated
+        request = context.request
+        repeated = request.repeated
         if repeated and b"mcp-protocol-version" in repeated:
             context.fail(
                 400, valid_id(message.id) or NULL_ID, HEADER_MISMATCH, "MCP-Protocol-Version appears twice"
             )
             return
-        header = headers.get(b"mcp-protocol-version")
+        header = request.header(MCP_PROTOCOL_VERSION)
         header_version = None
         if header is not None:
             header_version = _header_text(header, _HEADER_VERSIONS)
@@ -597,8 +601,8 @@ class AgentEndpoint:
                 f"params._meta must carry {META_VERSION} and {META_CAPABILITIES}",
             )
             return
-        headers = context.headers
-        repeated = context.repeated
+        request = context.request
+        repeated = request.repeated
         if repeated:
             for name in _ROUTING_HEADERS:
                 if name in repeated:
@@ -614,13 +618,13 @@ class AgentEndpoint:
                 "MCP-Protocol-Version header does not match params._meta protocolVersion",
             )
             return
-        mcp_method = headers.get(b"mcp-method")
+        mcp_method = request.header(MCP_METHOD)
         if mcp_method is None or _header_text(mcp_method, _HEADER_METHODS) != method:
             context.fail(400, id_json, HEADER_MISMATCH, "Mcp-Method header does not match the method")
             return
         if method == "tools/call":
             name = params.name
-            mcp_name = headers.get(b"mcp-name")
+            mcp_name = request.header(MCP_NAME)
             decoded = None
             if mcp_name is not None:
                 cache = self._name_cache
@@ -681,7 +685,7 @@ class AgentEndpoint:
         if method == "tools/call":
             # The session as sent: only a cancellation compares it (see _session_key), not every call.
             self._call(
-                context, id_json, params.name, params, False, context.headers.get(b"mcp-session-id"), now
+                context, id_json, params.name, params, False, context.request.header(MCP_SESSION_ID), now
             )
         elif method == "tools/list":
             self._list(context, id_json, params, False)
@@ -708,7 +712,7 @@ class AgentEndpoint:
         context.reply(jsonrpc_result(id_json, orjson.dumps(body)), ((b"mcp-session-id", session),))
 
     def _batch(self, context: _Context, elements: list[msgspec.Raw], now: float) -> None:
-        header = context.headers.get(b"mcp-protocol-version")
+        header = context.request.header(MCP_PROTOCOL_VERSION)
         if header is not None and header.strip() != UNNAMED_LEGACY.encode():
             context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request: batches exist only in 2025-03-26")
             return
@@ -731,7 +735,7 @@ class AgentEndpoint:
         app = self.bridge.apps.get(context.client_id)
         if request_id is None or app is None:
             return
-        session = _session_key(context.headers.get(b"mcp-session-id"))
+        session = _session_key(context.request.header(MCP_SESSION_ID))
         # A scan of the app's calls, not an index: cancellations are rare, calls are not.
         for call in app.calls.values():
             if (
@@ -798,8 +802,9 @@ class AgentEndpoint:
             context.fail(error_status, id_json, INVALID_PARAMS, f"Unknown tool: {name}")
             return
         if modern and tool.header_params:
+            request = context.request
             problem = param_header_problem(
-                tool.header_params, jsonrpc.decode_json(arguments), context.headers, context.repeated
+                tool.header_params, jsonrpc.decode_json(arguments), request.headers, request.repeated
             )
             if problem is not None:
                 context.fail(400, id_json, HEADER_MISMATCH, problem)
@@ -847,11 +852,8 @@ class _Batch:
         context.exchange.on_abandon = self._abandoned
         for index, raw in enumerate(elements):
             # JSON in each element, never SSE: the batch answer is one JSON array.
-            request = self.exchanges[index].request
             element = _Context.__new__(_Context)
-            element.init_context(
-                self.exchanges[index], request.headers, request.repeated, context.client_id, (), True, False
-            )
+            element.init_context(self.exchanges[index], context.client_id, (), True, False)
             try:
                 message = jsonrpc.decode_message(raw)
             except msgspec.ValidationError:

@@ -20,11 +20,15 @@ cpdef bytes response_head(int status, headers, bint close, bint chunked=*)
 cdef class Request:
     cdef public bytes method
     cdef public bytes target
-    cdef public dict headers
+    cdef public list known
+    cdef public dict others
     cdef public object repeated
     cdef public object body
     cdef public bint keep_alive
     cdef public bint http11
+    cdef dict _headers
+
+    cpdef object header(self, Py_ssize_t index)
 
 
 cdef class Exchange:

@@ -40,18 +40,76 @@ APPLICATION_JSON = (b"content-type", b"application/json")
 JSON_ONLY = (APPLICATION_JSON,)
 
 
+# The header names a request keeps by position (`Request.header`) rather than in a dict:
+# those the bridge reads, and those most clients send. The request reader finds a name here
+# by its bytes, so a header the bridge reads costs it no hashing, and a read is an index.
+KNOWN_NAMES = (
+    b"accept",
+    b"accept-encoding",
+    b"access-control-request-headers",
+    b"access-control-request-method",
+    b"authorization",
+    b"cache-control",
+    b"connection",
+    b"content-length",
+    b"content-type",
+    b"expect",
+    b"host",
+    b"last-event-id",
+    b"mcp-method",
+    b"mcp-name",
+    b"mcp-protocol-version",
+    b"mcp-session-id",
+    b"origin",
+    b"sec-websocket-extensions",
+    b"sec-websocket-key",
+    b"sec-websocket-protocol",
+    b"sec-websocket-version",
+    b"transfer-encoding",
+    b"upgrade",
+    b"user-agent",
+)
+KNOWN_INDEX = {name: index for index, name in enumerate(KNOWN_NAMES)}
+# The positions the bridge reads by.
+ACCEPT = KNOWN_INDEX[b"accept"]
+AUTHORIZATION = KNOWN_INDEX[b"authorization"]
+CONTENT_LENGTH = KNOWN_INDEX[b"content-length"]
+EXPECT = KNOWN_INDEX[b"expect"]
+MCP_METHOD = KNOWN_INDEX[b"mcp-method"]
+MCP_NAME = KNOWN_INDEX[b"mcp-name"]
+MCP_PROTOCOL_VERSION = KNOWN_INDEX[b"mcp-protocol-version"]
+MCP_SESSION_ID = KNOWN_INDEX[b"mcp-session-id"]
+ORIGIN = KNOWN_INDEX[b"origin"]
+TRANSFER_ENCODING = KNOWN_INDEX[b"transfer-encoding"]
+
+
 class Request:
-    """One parsed HTTP request: header names lower-cased, repeated headers joined with ", "."""
+    """One parsed HTTP request: header names lower-cased, repeated headers joined with ", ".
+
+    The headers of `KNOWN_NAMES` are in `known`, by position (None when absent), the others
+    in `others`; `header` reads the first, and `headers` is all of them as one dict.
+    """
 
     # A cdef class when compiled (http.pxd), so that the typed modules read its fields
     # directly: every request is read by several of them.
-    __slots__ = ("method", "target", "headers", "repeated", "body", "keep_alive", "http11")
+    __slots__ = (
+        "method",
+        "target",
+        "known",
+        "others",
+        "repeated",
+        "body",
+        "keep_alive",
+        "http11",
+        "_headers",
+    )
 
     def __init__(
         self,
         method: bytes,
         target: bytes,
-        headers: dict[bytes, bytes],
+        known: list[bytes | None],
+        others: dict[bytes, bytes] | None,
         repeated: frozenset[bytes] | tuple[()],
         body: bytes | None,
         keep_alive: bool,
@@ -59,14 +117,52 @@ class Request:
     ) -> None:
         self.method = method
         self.target = target
-        self.headers = headers
+        self.known = known  # by KNOWN_NAMES position
+        self.others = others  # the headers of other names; None when there are none
         self.repeated = repeated  # names that appeared more than once
         self.body = body  # None: the body was larger than 4 MiB and was not read
         self.keep_alive = keep_alive
         self.http11 = http11  # False for HTTP/1.0, which has no chunked coding
+        self._headers: dict[bytes, bytes] | None = None
+
+    def header(self, index: int) -> bytes | None:
+        """The value of the header `KNOWN_NAMES[index]`, or None."""
+        return self.known[index]
+
+    @property
+    def headers(self) -> dict[bytes, bytes]:
+        """Every header, by lower-cased name (made on first use: the hot path reads `header`)."""
+        headers = self._headers
+        if headers is None:
+            headers = {name: value for name, value in zip(KNOWN_NAMES, self.known) if value is not None}
+            if self.others:
+                headers.update(self.others)
+            self._headers = headers
+        return headers
 
     def __repr__(self) -> str:
         return f"Request({self.method!r}, {self.target!r}, {len(self.headers)} headers)"
+
+
+def request_with_headers(
+    method: bytes,
+    target: bytes,
+    headers: dict[bytes, bytes],
+    repeated: frozenset[bytes] | tuple[()] = (),
+    body: bytes | None = b"",
+    keep_alive: bool = True,
+    http11: bool = True,
+) -> Request:
+    """A request made from a dict of lower-cased header names (a request not read from bytes)."""
+    known: list[bytes | None] = [None] * len(KNOWN_NAMES)
+    others: dict[bytes, bytes] = {}
+    for name, value in headers.items():
+        index = KNOWN_INDEX.get(name)
+        if index is None:
+            others[name] = value
+        else:
+            known[index] = value
+    return Request(method, target, known, others or None, repeated, body, keep_alive, http11)
 
 
 class Exchange:

@@ -8,7 +8,7 @@ import pytest
 from fakes import NOW, SECRET, connect, make_bridge, register, tool
 
 from clientmcp_fast.core.agent import AgentEndpoint
-from clientmcp_fast.core.http import Exchange, Request
+from clientmcp_fast.core.http import Exchange, Request, request_with_headers
 from clientmcp_fast.core.tokens import mint
 
 LIST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
@@ -43,7 +43,7 @@ def ask(endpoint: AgentEndpoint, authorization: bytes | None, path_token: bytes 
     headers = {b"content-type": b"application/json", b"accept": b"application/json"}
     if authorization is not None:
         headers[b"authorization"] = authorization
-    exchange = RecordingExchange(Request(b"POST", b"/mcp", headers, (), LIST, True))
+    exchange = RecordingExchange(request_with_headers(b"POST", b"/mcp", headers, (), LIST, True))
     endpoint.handle(exchange, path_token, now)
     status, body = exchange.answer
     answer = json.loads(body)

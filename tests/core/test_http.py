@@ -1,11 +1,28 @@
-"""Response bytes: heads, Content-Length and bodies as `core.http` builds them."""
+"""Requests as the core reads them, and response bytes: heads, Content-Length and bodies as `core.http` builds them."""
 
 from __future__ import annotations
 
 import httptools
 import pytest
 
-from clientmcp_fast.core.http import JSON_ONLY, TEXT_PLAIN, response_message
+from clientmcp_fast.core.http import (
+    ACCEPT,
+    AUTHORIZATION,
+    CONTENT_LENGTH,
+    EXPECT,
+    JSON_ONLY,
+    KNOWN_INDEX,
+    KNOWN_NAMES,
+    MCP_METHOD,
+    MCP_NAME,
+    MCP_PROTOCOL_VERSION,
+    MCP_SESSION_ID,
+    ORIGIN,
+    TEXT_PLAIN,
+    TRANSFER_ENCODING,
+    request_with_headers,
+    response_message,
+)
 
 
 def _parsed(message: bytes) -> tuple[int, dict[bytes, bytes], bytes]:
@@ -51,3 +68,38 @@ def test_close_is_said_and_the_usual_json_head_matches_the_general_one():
         assert usual == general
         assert (b"connection: close\r\n" in usual) is close
     assert response_message(404, (TEXT_PLAIN,), b"no\n", True).startswith(b"HTTP/1.1 404 Not Found\r\n")
+
+
+def test_a_request_keeps_the_known_headers_by_position_and_the_others_by_name():
+    request = request_with_headers(
+        b"POST", b"/mcp", {b"authorization": b"Bearer t", b"x-forwarded-for": b"10.0.0.1"}
+    )
+    assert request.header(AUTHORIZATION) == b"Bearer t"
+    assert request.header(MCP_SESSION_ID) is None
+    assert request.known[KNOWN_INDEX[b"authorization"]] == b"Bearer t"
+    assert sum(value is not None for value in request.known) == 1
+    assert request.others == {b"x-forwarded-for": b"10.0.0.1"}
+    assert request.headers == {b"authorization": b"Bearer t", b"x-forwarded-for": b"10.0.0.1"}
+    assert request.headers is request.headers  # made once
+
+
+def test_every_header_the_bridge_reads_by_position_is_a_known_name():
+    positions = (ACCEPT, AUTHORIZATION, CONTENT_LENGTH, EXPECT, MCP_METHOD, MCP_NAME)
+    positions += (MCP_PROTOCOL_VERSION, MCP_SESSION_ID, ORIGIN, TRANSFER_ENCODING)
+    names = [KNOWN_NAMES[position] for position in positions]
+    assert names == [
+        b"accept",
+        b"authorization",
+        b"content-length",
+        b"expect",
+        b"mcp-method",
+        b"mcp-name",
+        b"mcp-protocol-version",
+        b"mcp-session-id",
+        b"origin",
+        b"transfer-encoding",
+    ]
+    assert len(set(KNOWN_NAMES)) == len(KNOWN_NAMES)
+    assert all(name == name.lower() for name in KNOWN_NAMES)
+    without_others = request_with_headers(b"GET", b"/", {b"host": b"a"})
+    assert without_others.others is None and without_others.headers == {b"host": b"a"}
