@@ -3,7 +3,8 @@
 
 One allocation and a copy per piece, where `b"".join` of a buffer that is not bytes asks
 every piece for its buffer. A result's shape is found by walking its top-level members,
-where the twin decodes it a second time.
+where the twin decodes it a second time, and a batch's elements are counted by walking
+them, where the twin decodes them.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -225,6 +226,36 @@ cdef int _walk_shape(const unsigned char* p, Py_ssize_t n) noexcept:
             return -1
         i = _blank_end(p, i + 1, n)
     return -1
+
+
+# -- a batch's length ------------------------------------------------------------------------------
+# Here the input has not been read yet: a walk of bytes that are not JSON counts what it
+# counts, stays within them, and the caller finds out they are not JSON when it decodes them.
+
+def array_length(bytes text not None, Py_ssize_t limit):
+    """How many elements the JSON array `text` has, counted no further than limit + 1; -1 if it is not an array.
+
+    For a batch's elements to be counted before any is made: the walk stops after limit + 1.
+    """
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(text)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(text)
+    cdef Py_ssize_t i = _blank_end(p, 0, n)
+    cdef Py_ssize_t count = 0
+    if i >= n or p[i] != 0x5B:  # not "["
+        return -1
+    i = _blank_end(p, i + 1, n)
+    if i < n and p[i] == 0x5D:  # "]"
+        return 0
+    while i < n and count <= limit:
+        i = _value_end(p, i, n)
+        count += 1
+        if i < 0:
+            break
+        i = _blank_end(p, i, n)
+        if i >= n or p[i] != 0x2C:  # not ","
+            break
+        i = _blank_end(p, i + 1, n)
+    return count
 
 
 def result_shape(object result):

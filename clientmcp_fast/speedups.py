@@ -94,6 +94,7 @@ complete_result = splice.complete_result
 json_member = splice.json_member
 call_message = splice.call_message
 result_shape = splice.result_shape
+array_length = splice.array_length
 
 __all__ = [
     "IMPLEMENTATION",
@@ -111,6 +112,7 @@ __all__ = [
     "json_member",
     "call_message",
     "result_shape",
+    "array_length",
     "EXACT_PING",
     "EXACT_PONG",
     "PONG_FRAME",

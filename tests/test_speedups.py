@@ -376,6 +376,61 @@ def test_result_shape_twins_agree_on_random_json():
     assert seen == {pure_splice.SHAPE_BAD, pure_splice.SHAPE_CONTENT, pure_splice.SHAPE_TYPED}
 
 
+# -- a batch's length: counted, not decoded ---------------------------------------------------------
+
+# (JSON, limit, what array_length says): elements of every kind, commas and brackets in strings.
+_LENGTHS = [
+    (b"[]", 5, 0),
+    (b" \n[ \t]\r\n", 5, 0),
+    (b"[1]", 5, 1),
+    (b'[1,"a",null,true,{},[]]', 10, 6),
+    (b'[[1,2,[3,4]],{"a":[5,6],"b":{"c":7}},"x,]","y\\\\",",[{"]', 10, 5),
+    (b'["a\\"b,c",  -1.5e3 , "\\\\"]', 10, 3),
+    (b"  [ 1 , 2 ]  ", 10, 2),
+    # The count stops at limit + 1.
+    (b"[1,2,3,4]", 2, 3),
+    (b"[1,2,3,4]", 3, 4),
+    (b"[1,2,3,4]", 4, 4),
+    (b"[[],[],[]]", 0, 1),
+    # Not an array.
+    (b"{}", 5, -1),
+    (b'"[1,2]"', 5, -1),
+    (b" 7", 5, -1),
+    (b"null", 5, -1),
+]
+
+
+@pytest.mark.parametrize(("text", "limit", "length"), _LENGTHS)
+@pytest.mark.parametrize("splice", [pure_splice, compiled_splice], ids=["pure", "compiled"])
+def test_array_length_counts_the_elements_up_to_one_past_the_limit(splice, text, limit, length):
+    msgspec.json.decode(text)  # every case is JSON
+    assert splice.array_length(text, limit) == length
+
+
+def test_array_length_twins_agree_on_random_arrays():
+    rnd = random.Random(7)
+    for _ in range(2000):
+        items = [_random_json(rnd, 1) for _ in range(rnd.randrange(12))]
+        text = rnd.choice([b"", b" ", b"\n"]) + b"[" + b",".join(items) + b"]"
+        if not items and rnd.random() < 0.5:
+            text = b"[ ]"
+        limit = rnd.randrange(12)
+        assert compiled_splice.array_length(text, limit) == pure_splice.array_length(text, limit), text
+        assert pure_splice.array_length(text, 100) == len(msgspec.json.decode(text))
+
+
+def test_compiled_array_length_walks_any_bytes_without_reading_past_them():
+    # Before the body is known to be JSON: whatever it counts, it stays within the bytes.
+    rnd = random.Random(5)
+    pieces = [b"[", b"]", b"{", b"}", b",", b'"', b"\\", b" ", b"1", b"a", b":"]
+    for _ in range(5000):
+        text = b"".join(rnd.choice(pieces) for _ in range(rnd.randrange(1, 30)))
+        assert -1 <= compiled_splice.array_length(text, 5) <= 6
+    for text in (b"[", b"[1,", b'["abc', b'["a\\', b"[[[[", b"[1,2,", b" "):
+        assert compiled_splice.array_length(text, 5) in (-1, 0, 1, 2)
+    assert compiled_splice.array_length(b"", 5) == -1
+
+
 # -- the request reader: the same requests and the same state, whatever the chunking ------------
 
 

@@ -110,3 +110,21 @@ def result_shape(result: bytes) -> int:
     if first_byte(shape.content) != 0x5B:  # "["
         return SHAPE_BAD
     return SHAPE_CONTENT if shape.resultType is msgspec.UNSET else SHAPE_TYPED
+
+
+_decode_elements = msgspec.json.Decoder(list[msgspec.Raw]).decode
+
+
+def array_length(text: bytes, limit: int) -> int:
+    """How many elements the JSON array `text` has, counted no further than limit + 1; -1 if it is not an array.
+
+    For a batch's elements to be counted before any is made. Defined for JSON text; for
+    other bytes the count means nothing (the compiled twin never reads past them). This
+    twin counts by decoding the elements, so it costs what decoding them does.
+    """
+    if text.lstrip(b" \t\r\n")[:1] != b"[":
+        return -1
+    try:
+        return min(len(_decode_elements(text)), limit + 1)
+    except (msgspec.DecodeError, RecursionError):
+        return 0

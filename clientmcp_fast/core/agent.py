@@ -46,6 +46,7 @@ from clientmcp_fast.core.jsonrpc import (
     Message,
     Meta,
     Params,
+    TooManyElements,
     decode_body,
     valid_id,
     wants_tool_changes,
@@ -437,6 +438,9 @@ class AgentEndpoint:
         except RecursionError:
             context.fail(400, NULL_ID, PARSE_ERROR, "Parse error: the body nests too deeply")
             return
+        except TooManyElements:
+            self._batch(context, None, now)
+            return
         if isinstance(message, list):
             self._batch(context, message, now)
         else:
@@ -711,15 +715,16 @@ class AgentEndpoint:
         session = os.urandom(16).hex().encode()  # secrets.token_hex, without importing `secrets`
         context.reply(jsonrpc_result(id_json, orjson.dumps(body)), ((b"mcp-session-id", session),))
 
-    def _batch(self, context: _Context, elements: list[msgspec.Raw], now: float) -> None:
+    def _batch(self, context: _Context, elements: list[msgspec.Raw] | None, now: float) -> None:
+        """A 2025-03-26 batch; `elements` is None for one of over MAX_BATCH_ELEMENTS (not decoded)."""
         header = context.request.header(MCP_PROTOCOL_VERSION)
         if header is not None and header.strip() != UNNAMED_LEGACY.encode():
             context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request: batches exist only in 2025-03-26")
             return
-        if not elements:
+        if elements is not None and not elements:
             context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request: an empty batch")
             return
-        if len(elements) > MAX_BATCH_ELEMENTS:
+        if elements is None or len(elements) > MAX_BATCH_ELEMENTS:
             context.fail(
                 400,
                 NULL_ID,

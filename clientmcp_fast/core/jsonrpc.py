@@ -12,7 +12,8 @@ import msgspec
 import orjson
 from msgspec import UNSET
 
-from clientmcp_fast.speedups import first_byte, json_id, json_member
+from clientmcp_fast.core.limits import MAX_BATCH_ELEMENTS
+from clientmcp_fast.speedups import array_length, first_byte, json_id, json_member
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -113,7 +114,12 @@ class _IdOnly(msgspec.Struct, gc=False):
     id: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
+class TooManyElements(Exception):
+    """A batch of more than MAX_BATCH_ELEMENTS elements: counted, none of them decoded."""
+
+
 _decode_body = msgspec.json.Decoder(Message | list[msgspec.Raw]).decode
+_check_json = msgspec.json.Decoder(msgspec.Raw).decode
 _decode_loose_body = msgspec.json.Decoder(_LooseMessage | list[msgspec.Raw]).decode
 _decode_message = msgspec.json.Decoder(Message).decode
 _decode_loose_message = msgspec.json.Decoder(_LooseMessage).decode
@@ -127,8 +133,15 @@ def decode_body(body: bytes) -> Message | list[msgspec.Raw]:
     """An agent's body: one message, or a batch's elements as JSON.
 
     Raises msgspec.DecodeError (not JSON), msgspec.ValidationError (a scalar, or params that
-    is not an object) or RecursionError (nested too deeply).
+    is not an object), RecursionError (nested too deeply) or TooManyElements.
     """
+    # A batch's elements are counted before any is made: a million of them would cost the
+    # event loop what making a million objects costs. Checking that the body is JSON costs
+    # no object, and a body that is not JSON is refused as such, whatever it counts. (A body
+    # starting with "{", the usual one, is not an array: no call is made to walk it.)
+    if body and body[0] != 0x7B and array_length(body, MAX_BATCH_ELEMENTS) > MAX_BATCH_ELEMENTS:
+        _check_json(body)
+        raise TooManyElements
     try:
         return _decode_body(body)
     except msgspec.ValidationError:

@@ -18,6 +18,7 @@ from clientmcp_fast.core.jsonrpc import (
     Message,
     Meta,
     Params,
+    TooManyElements,
     decode_body,
     decode_message,
     wants_tool_changes,
@@ -136,3 +137,33 @@ def test_absent_params_are_empty_params(jsonrpc):
 def test_wants_tool_changes_only_for_toolslistchanged_true(json, wanted):
     assert wants_tool_changes(_raw(json)) is wanted
     assert wants_tool_changes(msgspec.UNSET) is False
+
+
+# -- a batch is counted before its elements are decoded ---------------------------------------------
+
+
+def test_a_batch_of_over_a_thousand_elements_is_refused_before_any_element_is_made(monkeypatch):
+    from clientmcp_fast.core import jsonrpc
+
+    def refuse(body):
+        raise AssertionError("the elements were decoded")
+
+    monkeypatch.setattr(jsonrpc, "_decode_body", refuse)
+    with pytest.raises(TooManyElements):
+        decode_body(b"[" + b",".join([b"[]"] * 1_000_000) + b"]")
+    with pytest.raises(TooManyElements):
+        decode_body(b' [ {"a":[1,2]}' + b", {}" * 1000 + b"] ")
+
+
+def test_a_batch_of_a_thousand_elements_is_decoded():
+    elements = decode_body(b"[" + b",".join([b'{"jsonrpc":"2.0","id":1,"method":"ping"}'] * 1000) + b"]")
+    assert isinstance(elements, list) and len(elements) == 1000
+
+
+def test_a_body_that_is_not_json_is_a_parse_error_whatever_its_elements_count():
+    with pytest.raises(msgspec.DecodeError):
+        decode_body(b"[" + b"1," * 2000 + b"]")  # a trailing comma
+    with pytest.raises(msgspec.DecodeError):
+        decode_body(b"[" + b"1," * 2000)  # truncated
+    with pytest.raises(RecursionError):
+        decode_body(b"[" + b"[]," * 2000 + b"[" * 10_000 + b"]" * 10_001)
