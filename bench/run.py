@@ -10,7 +10,9 @@ Method (every figure is measured in one run, side by side, because the machine i
   every answer wrk checks (status 200, a `result`, no `"isError":true`); the measured run
   itself does not run the Lua check (it costs wrk CPU on the loaded core) but any socket
   error, timeout or non-2xx fails the bench. Scenarios run interleaved, round after round,
-  and the median of the rounds is reported.
+  and the median of the rounds is reported. The loads a ratio compares run one after the
+  other (the minimal bridge, the bridge, the pure bridge), in the opposite order every
+  other round, so that a slow spell of the machine falls on both sides of a ratio.
   - CPU per call = server process CPU seconds (user + system, psutil, over the wrk run
     only) / calls answered (wrk's count); calls/s and p50/p99 come from wrk.
   - Figure 5 runs the same legacy load against the `mcp` SDK's own server
@@ -671,17 +673,19 @@ def run(plan: Plan, progress: Progress, quick: bool, with_sdk: bool = True) -> d
         check_calls(minimal, modern_too=False)
         progress("every server answered a checked tools/call")
 
+        # The paired ratios (bridge / minimal bridge, pure / compiled) compare neighbours.
         scenarios = [
+            ("floor_bridge", minimal, "legacy.lua"),
             ("legacy", compiled, "legacy.lua"),
-            ("modern", compiled, "modern.lua"),
             ("pure_legacy", pure, "legacy.lua"),
+            ("modern", compiled, "modern.lua"),
+            ("floor_http", floor, "legacy.lua"),
         ]
         if sdk is not None:
             scenarios.append(("sdk_legacy", sdk, "legacy.lua"))
-        scenarios += [("floor_http", floor, "legacy.lua"), ("floor_bridge", minimal, "legacy.lua")]
         rounds: dict[str, list[dict]] = {key: [] for key, _, _ in scenarios}
         for number in range(1, plan.rounds + 1):
-            for key, server, script in scenarios:
+            for key, server, script in scenarios if number % 2 else scenarios[::-1]:
                 result = load_round(server, script, plan, (server_cpus, load_cpus))
                 rounds[key].append(result)
                 progress(
