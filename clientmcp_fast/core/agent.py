@@ -808,9 +808,7 @@ class AgentEndpoint:
             return
         if modern and tool.header_params:
             request = context.request
-            problem = param_header_problem(
-                tool.header_params, jsonrpc.decode_json(arguments), request.headers, request.repeated
-            )
+            problem = param_header_problem(tool.header_params, arguments, request.headers, request.repeated)
             if problem is not None:
                 context.fail(400, id_json, HEADER_MISMATCH, problem)
                 return

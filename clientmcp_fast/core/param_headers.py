@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
+
+from clientmcp_fast.speedups import first_byte
 
 X_MCP_HEADER = "x-mcp-header"
 HEADER_TYPES = frozenset({"string", "integer", "boolean"})
@@ -155,16 +160,59 @@ def _matches(param_type: str, value: Any, rendered: str, decoded: str) -> bool:
     return decoded == rendered
 
 
+@functools.lru_cache(maxsize=1024)  # the keys come from apps' schemas: bounded
+def _members_decoder(keys: tuple[str, ...]) -> Callable[[bytes | msgspec.Raw], Any]:
+    """A decoder of a JSON object that keeps the members `keys` names as JSON, and skips the others."""
+    members = [
+        (f"m{index}", msgspec.Raw | msgspec.UnsetType, msgspec.field(default=msgspec.UNSET, name=key))
+        for index, key in enumerate(keys)
+    ]
+    return msgspec.json.Decoder(msgspec.defstruct("Members", members, gc=False)).decode
+
+
+def _argument_values(paths: list[tuple[str, ...]], arguments: bytes | msgspec.Raw) -> list[Any]:
+    """The argument at each path, if it is a string, number or boolean; else None (absent, null, array, object).
+
+    Only what the paths name is decoded: each object on the way once, for every path through
+    it, with the members they do not name skipped. The arguments are JSON the agent sent,
+    and decoding them whole would build whatever they hold into objects.
+    """
+    values: list[Any] = [None] * len(paths)
+    if first_byte(arguments) != 0x7B:  # "{": arguments that are not an object hold no value
+        return values
+    # An explicit stack, as the paths may be as deep as an app's schema.
+    pending: list[tuple[bytes | msgspec.Raw, list[int], int]] = [(arguments, list(range(len(paths))), 0)]
+    while pending:
+        text, through, depth = pending.pop()
+        keys = tuple(dict.fromkeys(paths[index][depth] for index in through))
+        found = dict(zip(keys, msgspec.structs.astuple(_members_decoder(keys)(text))))
+        deeper: dict[str, list[int]] = {}
+        for index in through:
+            key = paths[index][depth]
+            member = found[key]
+            if member is msgspec.UNSET:
+                continue
+            first = first_byte(member)
+            if depth + 1 < len(paths[index]):
+                if first == 0x7B:  # "{": the path goes on inside it
+                    deeper.setdefault(key, []).append(index)
+            elif first != 0x7B and first != 0x5B:  # not an object or an array
+                values[index] = msgspec.json.decode(member)
+        pending.extend((found[key], group, depth + 1) for key, group in deeper.items())
+    return values
+
+
 def param_header_problem(
-    params: tuple[HeaderParam, ...], arguments: Any, headers: dict[bytes, bytes], repeated: Any
+    params: tuple[HeaderParam, ...],
+    arguments: bytes | msgspec.Raw,
+    headers: dict[bytes, bytes],
+    repeated: Any,
 ) -> str | None:
-    """Why a tools/call's `Mcp-Param-*` headers disagree with its arguments (-32020), or None."""
-    for param in params:
+    """Why a tools/call's `Mcp-Param-*` headers disagree with its arguments (a JSON object) (-32020), or None."""
+    values = _argument_values([param.path for param in params], arguments)
+    for param, value in zip(params, values):
         name = param.header.encode("ascii")
         raw = headers.get(name)
-        value: Any = arguments
-        for key in param.path:
-            value = value.get(key) if isinstance(value, dict) else None
         shown = "Mcp-Param-" + param.header[len("mcp-param-") :]
         if raw is not None and name in repeated:
             return f"{shown} header appears more than once"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 
+import msgspec
 import pytest
 
 from clientmcp_fast.core.param_headers import (
     HeaderParam,
+    _argument_values,
     decode_header_value,
     header_params,
     param_header_problem,
@@ -23,7 +25,9 @@ def problem(params, arguments, headers: dict, repeated=frozenset()):
     encoded = {
         name.encode(): value.encode() if isinstance(value, str) else value for name, value in headers.items()
     }
-    return param_header_problem(tuple(params), arguments, encoded, frozenset(n.encode() for n in repeated))
+    return param_header_problem(
+        tuple(params), msgspec.json.encode(arguments), encoded, frozenset(n.encode() for n in repeated)
+    )
 
 
 # -- §A.4: decoding a header value ------------------------------------------------------------
@@ -233,3 +237,55 @@ def test_annotations_from_a_schema_are_checked_end_to_end():
     arguments = {"target": {"Region": "eu"}, "count": 2}
     assert problem(params, arguments, {"mcp-param-region": "eu", "mcp-param-count": "2"}) is None
     assert problem(params, arguments, {"mcp-param-region": "eu"}) is not None
+
+
+# -- what is decoded: only the members the annotated paths name --------------------------------
+
+
+def _walked(paths, arguments):
+    """The old reading, for reference: the arguments decoded whole, then each path walked."""
+    values = []
+    for path in paths:
+        value = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        values.append(value if isinstance(value, (str, int, float, bool)) else None)
+    return values
+
+
+def test_each_path_reads_what_decoding_the_arguments_whole_would():
+    import random
+
+    rnd = random.Random(4)
+    keys = ["a", "b", "c", "a b", "é", ""]
+    leaves = ["x", "", 0, -7, 2.5, True, False, None, [], ["a"], {}, {"a": 1}]
+
+    def value(depth):
+        if depth > 3 or rnd.random() < 0.4:
+            return rnd.choice(leaves)
+        return {rnd.choice(keys): value(depth + 1) for _ in range(rnd.randrange(5))}
+
+    for _ in range(2000):
+        arguments = value(0) if rnd.random() < 0.95 else rnd.choice(leaves)
+        paths = [tuple(rnd.choice(keys) for _ in range(rnd.randint(1, 4))) for _ in range(rnd.randint(1, 5))]
+        got = _argument_values(paths, msgspec.json.encode(arguments))
+        assert got == _walked(paths, arguments), (paths, arguments)
+        assert [type(v) for v in got] == [type(v) for v in _walked(paths, arguments)]
+
+
+def test_members_no_path_names_are_skipped_not_built():
+    import tracemalloc
+
+    big = b"[" + b",".join([b"[]"] * 1_000_000) + b"]"
+    arguments = b'{"other":' + big + b',"target":{"more":' + big + b',"zone":"eu"},"region":"us"}'
+    tracemalloc.start()
+    try:
+        values = _argument_values([("region",), ("target", "zone"), ("target", "none")], arguments)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert values == ["us", "eu", None]
+    # Built, the two members would be two million lists (over 100 MB): none is made.
+    assert peak < 1_000_000, peak
+    # A member a path names but that is an array or an object is not decoded either.
+    assert _argument_values([("other",)], arguments) == [None]
