@@ -16,7 +16,6 @@ cpdef _remember(dict memo, bytes value, meaning)
 
 cdef class _Context(Call):
     cdef public Exchange exchange
-    cdef public Request request
     cdef public object client_id
     cdef public object cors
     cdef public bint json_ok

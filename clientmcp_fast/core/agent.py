@@ -30,7 +30,6 @@ from clientmcp_fast.core.http import (
     ORIGIN,
     Exchange,
     Headers,
-    Request,
 )
 from clientmcp_fast.core.jsonrpc import (
     HEADER_MISMATCH,
@@ -182,7 +181,6 @@ class _Context(Call):
 
     __slots__ = (
         "exchange",
-        "request",
         "client_id",
         "cors",
         "json_ok",
@@ -207,7 +205,6 @@ class _Context(Call):
         """
         self.init_call(sse_named)  # `wants_stream`: the Accept header named text/event-stream
         self.exchange = exchange
-        self.request: Request = exchange.request  # its headers are read by every step of the routing
         self.client_id = client_id
         self.cors = cors
         self.json_ok = json_ok
@@ -505,7 +502,7 @@ class AgentEndpoint:
     # -- GET: the legacy notification stream ------------------------------------------------
 
     def _get(self, context: _Context, sse_named: bool, now: float) -> None:
-        version = (context.request.header(MCP_PROTOCOL_VERSION) or b"").strip()
+        version = (context.exchange.request.header(MCP_PROTOCOL_VERSION) or b"").strip()
         if version == MODERN.encode():
             context.exchange.respond(
                 405,
@@ -536,7 +533,7 @@ class AgentEndpoint:
     # -- era routing (BRIDGE.md §5.0) -------------------------------------------------------
 
     def _route(self, context: _Context, message: Message, now: float) -> None:
-        request = context.request
+        request = context.exchange.request
         repeated = request.repeated
         if repeated and b"mcp-protocol-version" in repeated:
             context.fail(
@@ -605,7 +602,7 @@ class AgentEndpoint:
                 f"params._meta must carry {META_VERSION} and {META_CAPABILITIES}",
             )
             return
-        request = context.request
+        request = context.exchange.request
         repeated = request.repeated
         if repeated:
             for name in _ROUTING_HEADERS:
@@ -689,7 +686,13 @@ class AgentEndpoint:
         if method == "tools/call":
             # The session as sent: only a cancellation compares it (see _session_key), not every call.
             self._call(
-                context, id_json, params.name, params, False, context.request.header(MCP_SESSION_ID), now
+                context,
+                id_json,
+                params.name,
+                params,
+                False,
+                context.exchange.request.header(MCP_SESSION_ID),
+                now,
             )
         elif method == "tools/list":
             self._list(context, id_json, params, False)
@@ -717,20 +720,20 @@ class AgentEndpoint:
 
     def _batch(self, context: _Context, elements: list[msgspec.Raw] | None, now: float) -> None:
         """A 2025-03-26 batch; `elements` is None for one of over MAX_BATCH_ELEMENTS (not decoded)."""
-        header = context.request.header(MCP_PROTOCOL_VERSION)
+        header = context.exchange.request.header(MCP_PROTOCOL_VERSION)
         if header is not None and header.strip() != UNNAMED_LEGACY.encode():
             context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request: batches exist only in 2025-03-26")
             return
-        if elements is not None and not elements:
-            context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request: an empty batch")
-            return
-        if elements is None or len(elements) > MAX_BATCH_ELEMENTS:
+        if elements is None:  # counted, not decoded (see jsonrpc.decode_body)
             context.fail(
                 400,
                 NULL_ID,
                 INVALID_REQUEST,
                 f"Invalid Request: a batch of over {MAX_BATCH_ELEMENTS} elements",
             )
+            return
+        if not elements:
+            context.fail(400, NULL_ID, INVALID_REQUEST, "Invalid Request: an empty batch")
             return
         _Batch(self, context, elements, now)
 
@@ -740,7 +743,7 @@ class AgentEndpoint:
         app = self.bridge.apps.get(context.client_id)
         if request_id is None or app is None:
             return
-        session = _session_key(context.request.header(MCP_SESSION_ID))
+        session = _session_key(context.exchange.request.header(MCP_SESSION_ID))
         # A scan of the app's calls, not an index: cancellations are rare, calls are not.
         for call in app.calls.values():
             if (
@@ -807,7 +810,7 @@ class AgentEndpoint:
             context.fail(error_status, id_json, INVALID_PARAMS, f"Unknown tool: {name}")
             return
         if modern and tool.header_params:
-            request = context.request
+            request = context.exchange.request
             problem = param_header_problem(tool.header_params, arguments, request.headers, request.repeated)
             if problem is not None:
                 context.fail(400, id_json, HEADER_MISMATCH, problem)

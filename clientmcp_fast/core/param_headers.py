@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from clientmcp_fast.core.jsonrpc import decode_json
 from clientmcp_fast.speedups import first_byte
 
 X_MCP_HEADER = "x-mcp-header"
@@ -197,7 +198,7 @@ def _argument_values(paths: list[tuple[str, ...]], arguments: bytes | msgspec.Ra
                 if first == 0x7B:  # "{": the path goes on inside it
                     deeper.setdefault(key, []).append(index)
             elif first != 0x7B and first != 0x5B:  # not an object or an array
-                values[index] = msgspec.json.decode(member)
+                values[index] = decode_json(member)
         pending.extend((found[key], group, depth + 1) for key, group in deeper.items())
     return values
 

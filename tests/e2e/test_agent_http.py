@@ -845,6 +845,25 @@ async def test_batch_naming_a_later_revision_is_invalid(bridge):
     assert error_of(response) == (None, -32600)
 
 
+async def test_an_empty_batch_and_a_counted_one_get_their_own_answers(bridge):
+    """The era is checked first, then an empty batch, then one counted over the limit (not decoded)."""
+    over = b"[" + b",".join([b"{}"] * 1001) + b"]"
+    later = legacy_headers(bridge, "x", **{"MCP-Protocol-Version": "2025-06-18"})
+    async with http_client(bridge) as http:
+        empty = await http.post("/mcp", content=b" [ ] ", headers=legacy_headers(bridge, "x"))
+        too_many = await http.post("/mcp", content=over, headers=legacy_headers(bridge, "x"))
+        wrong_era = await http.post("/mcp", content=over, headers=later)
+        not_json = await http.post("/mcp", content=over[:-1] + b",]", headers=legacy_headers(bridge, "x"))
+    assert (empty.status_code, empty.json()["error"]) == (
+        400,
+        {"code": -32600, "message": "Invalid Request: an empty batch"},
+    )
+    assert too_many.json()["error"]["message"] == "Invalid Request: a batch of over 1000 elements"
+    assert wrong_era.json()["error"]["message"] == "Invalid Request: batches exist only in 2025-03-26"
+    assert (not_json.status_code, not_json.json()["error"]["code"]) == (400, -32700)
+    await nothing_leaks(bridge)
+
+
 async def test_batch_of_over_a_thousand_elements_is_refused_and_others_carry_on(bridge):
     """BRIDGE.md is silent: served in one loop turn, 4 MiB of `{}` elements stalled the bridge for seconds."""
     body = b"[" + b",".join([b"{}"] * ((4 * 1024 * 1024 - 2) // 3)) + b"]"
