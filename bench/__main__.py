@@ -3,7 +3,8 @@
 Starts a bridge, a compiled app and wrk (and the pure-Python bridge, the `mcp` SDK's
 server and idle clients), prints one table, and saves it as bench/results/<time>.json,
 latest.json and latest.png. The method is in bench/run.py. `--quick` (CI smoke) takes
-under a minute; the full run several minutes. Needs wrk (`apt-get install -y wrk`) and
+under a minute; the full run several minutes, the last three of them counting the work
+per call with callgrind (`--no-count` skips that). Needs wrk (`apt-get install -y wrk`) and
 the bench extra (`pip install -e '.[test,bench]'`); `make bench` does both of the latter.
 """
 
@@ -23,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="rounds of every load scenario (the median is reported)")
     parser.add_argument("--clients", type=int, help="idle clients for figures 3 and 4")
     parser.add_argument("--no-sdk", action="store_true", help="skip figure 5 (the mcp SDK's server)")
+    parser.add_argument(
+        "--no-count", action="store_true", help="skip callgrind's count of the work per call (full run only)"
+    )
     flags = parser.parse_args(argv)
     plan = run.QUICK if flags.quick else run.FULL
     for name in ("seconds", "rounds", "clients"):
@@ -30,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
             plan = dataclasses.replace(plan, **{name: getattr(flags, name)})
     progress = run.Progress()
     try:
-        results = run.run(plan, progress, flags.quick, with_sdk=not flags.no_sdk)
+        results = run.run(
+            plan, progress, flags.quick, with_sdk=not flags.no_sdk, count=not (flags.quick or flags.no_count)
+        )
     except run.BenchError as error:
         print(f"bench: FAILED: {error}", file=sys.stderr)
         return 1

@@ -1,15 +1,19 @@
 """Instructions per tools/call, counted by callgrind: a measure of the bridge's own work that noise cannot move.
 
-    python -m bench.instructions [--era legacy|modern|ping] [--calls 1000]
+    python -m bench.instructions [--era legacy|modern|ping|minimal] [--calls 1000] [--cache]
 
 One tools/call goes through the real `HttpProtocol` (request in, answer out) and the
 app's `AppChannel` (call out, result in) over fake transports, so no syscall or event
 loop is counted (what the bridge schedules with `call_soon` is run by the harness, see
-`StepLoop`); `--era ping` counts an app's exact `{"type":"ping"}` and its pong instead.
+`StepLoop`); `--era ping` counts an app's exact `{"type":"ping"}` and its pong instead; `--era minimal`
+counts the legacy call through issue 4's minimal bridge (`bench/floor.py --bridge`, no
+checks at all) on the same harness: the yardstick the bridge's count is read against.
 The command runs itself under `valgrind --tool=callgrind` for N and 2N calls and prints
 the difference divided by N, once with the bridge and once with the bridge's three
 entry points replaced by canned answers: the second is the harness's own share, and the
-first minus the second is the bridge's. `--drive N [--stub]` (used by that) just makes
+first minus the second is the bridge's. `--cache` also has callgrind simulate the caches
+and branch predictors, and prints the misses and the cycles they add up to (`CYCLE_WEIGHTS`):
+what instructions alone do not tell, for code whose footprint is larger. `--drive N [--stub]` (used by that) just makes
 the calls. CLIENTMCP_NO_EXTENSIONS=1 counts the pure-Python twins.
 """
 
@@ -21,17 +25,21 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import uvloop
 
+from bench.floor import MiniBridge, MiniBridgeConnection
 from clientmcp_fast.config import Settings
 from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.tokens import mint
 from clientmcp_fast.net.http import HttpProtocol
 from clientmcp_fast.net.server import Server
 from clientmcp_fast.net.websocket import WebSocketProtocol
+from clientmcp_fast.speedups import FrameReader
 
 SECRET = b"bench-instructions-secret-0123456789abcdef"
 REGISTER = b'{"type":"register","tools":[{"name":"echo","inputSchema":{"type":"object"}}]}'
@@ -111,6 +119,8 @@ def round_trip(era: str, stub_calls: int = 0) -> Callable[[], bytes]:
     With `stub_calls`, the bridge's entry points are replaced by list appends and its
     answers are canned, enough for that many calls: what is left is the harness alone.
     """
+    if era == "minimal":
+        return minimal_round_trip(stub_calls)
     loop = StepLoop()
     server = Server(Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0), loop)
     now = time.time()
@@ -124,14 +134,7 @@ def round_trip(era: str, stub_calls: int = 0) -> Callable[[], bytes]:
     http = HttpProtocol(server)
     http.connection_made(agent_transport)  # type: ignore[arg-type]
     body, headers = MODERN if era == "modern" else LEGACY
-    token = mint(SECRET, "agent", "bench", 3600, now).encode()
-    request = (
-        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAuthorization: Bearer " + token + b"\r\n"
-        b"Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
-        + headers
-        + b"Content-Length: %d\r\n\r\n" % len(body)
-        + body
-    )
+    request = http_request(body, headers, now)
     ping = client_text(b'{"type":"ping"}')
     on_request, on_app_data, on_link_data = http.data_received, channel.receive_data, link.data_received
     if stub_calls:
@@ -142,9 +145,7 @@ def round_trip(era: str, stub_calls: int = 0) -> Callable[[], bytes]:
         if era == "ping":
             app_transport.written[:] = [PONG_FRAME] * stub_calls
         else:
-            call = b'{"type":"call","id":"1","name":"echo","arguments":{"text":"hi"}}'
-            app_transport.written[:] = [b"\x81" + bytes((len(call),)) + call] * stub_calls
-            agent_transport.written[:] = [b"HTTP/1.1 200 OK\r\n\r\n"] * stub_calls
+            stub_answers(app_transport, agent_transport, stub_calls)
 
     def one() -> bytes:
         on_request(request)
@@ -163,6 +164,56 @@ def round_trip(era: str, stub_calls: int = 0) -> Callable[[], bytes]:
     return one_ping if era == "ping" else one
 
 
+def minimal_round_trip(stub_calls: int = 0) -> Callable[[], bytes]:
+    """`round_trip` for the legacy call through the minimal bridge, its app already connected."""
+    loop = StepLoop()
+    bridge = MiniBridge(loop)
+    app_transport, agent_transport = FakeTransport(), FakeTransport()
+    app = MiniBridgeConnection(bridge)
+    app.connection_made(app_transport)  # type: ignore[arg-type]
+    app.frames = FrameReader(1 << 20)
+    bridge.app = app_transport  # type: ignore[assignment]
+    agent = MiniBridgeConnection(bridge)
+    agent.connection_made(agent_transport)  # type: ignore[arg-type]
+    # The bridge's legacy request, byte for byte: the minimal bridge just reads none of its headers.
+    request = http_request(*LEGACY, time.time())
+    on_request, on_app_data = agent.data_received, app.data_received
+    if stub_calls:
+        fed: list[object] = []
+        on_request = on_app_data = fed.append
+        stub_answers(app_transport, agent_transport, stub_calls)
+
+    def one() -> bytes:
+        on_request(request)
+        loop.run_ready()
+        on_app_data(
+            client_text(b"".join((RESULT_HEAD, call_id_of(app_transport.written.pop()), RESULT_TAIL)))
+        )
+        loop.run_ready()
+        return agent_transport.written.pop()
+
+    return one
+
+
+def http_request(body: bytes, headers: bytes, now: float) -> bytes:
+    """The agent's POST /mcp, signed in at `now`, with `headers` (each ending in CRLF) beside the usual ones."""
+    token = mint(SECRET, "agent", "bench", 3600, now).encode()
+    return (
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAuthorization: Bearer " + token + b"\r\n"
+        b"Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+        + headers
+        + b"Content-Length: %d\r\n\r\n" % len(body)
+        + body
+    )
+
+
+def stub_answers(app_transport: FakeTransport, agent_transport: FakeTransport, calls: int) -> None:
+    """Write, ahead, what a stubbed bridge would have written for `calls` calls."""
+    call = b'{"type":"call","id":"1","name":"echo","arguments":{"text":"hi"}}'
+    app_transport.written[:] = [b"\x81" + bytes((len(call),)) + call] * calls
+    agent_transport.written[:] = [b"HTTP/1.1 200 OK\r\n\r\n"] * calls
+
+
 def drive(era: str, calls: int, stub: bool = False) -> float:
     """Make `calls` tool calls (or pings) after a checked one and a warm-up; the CPU seconds they took."""
     one = round_trip(era, calls + 201 if stub else 0)
@@ -179,29 +230,65 @@ def drive(era: str, calls: int, stub: bool = False) -> float:
     return time.process_time() - started
 
 
-def count(era: str, calls: int, stub: bool = False) -> int:
-    """Instructions per call: callgrind totals for N and 2N calls, differenced."""
-    totals = []
-    for n in (calls, 2 * calls):
-        done = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-             sys.executable, "-m", "bench.instructions", "--era", era, "--drive", str(n),
-             *(["--stub"] if stub else [])],
-            capture_output=True, text=True, check=True,
+# Cycles estimated from callgrind's simulated events, at the rough costs the Cachegrind manual
+# gives: about 10 cycles per first-level miss and per mispredicted branch; a last-level miss
+# costs 100-200 (the low end here: none is seen per call, the loop's data fits).
+CYCLE_WEIGHTS = {"Ir": 1, "I1mr": 10, "D1mr": 10, "D1mw": 10, "ILmr": 100, "DLmr": 100, "DLmw": 100,
+                 "Bcm": 10, "Bim": 10}  # fmt: skip
+
+
+def events_per_call(era: str, calls: int, stub: bool = False, cache: bool = False) -> dict[str, float]:
+    """Callgrind's events per call: totals for N and 2N calls (counted side by side), differenced.
+
+    Instructions (`Ir`) only, or with `cache` also the simulated cache misses and branch
+    mispredictions.
+    """
+    simulate = ["--cache-sim=yes", "--branch-sim=yes"] if cache else []
+    with tempfile.TemporaryDirectory() as out:
+        runs = []
+        for n in (calls, 2 * calls):
+            argv = ["valgrind", "--tool=callgrind", *simulate, f"--callgrind-out-file={out}/{n}",
+                    sys.executable, "-m", "bench.instructions", "--era", era, "--drive", str(n),
+                    *(["--stub"] if stub else [])]  # fmt: skip
             # A fixed hash seed: dict and set layouts, so the counts, repeat run after run.
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )  # fmt: skip
-        totals.append(int(re.search(r"Collected : (\d+)", done.stderr).group(1)))
-    return (totals[1] - totals[0]) // calls
+            env = {**os.environ, "PYTHONHASHSEED": "0"}
+            runs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env))
+        for run in runs:
+            _, errors = run.communicate()
+            if run.returncode != 0:
+                raise RuntimeError(f"callgrind failed ({run.returncode}): {errors.decode()[-2000:]}")
+        first, second = (callgrind_totals(Path(out, str(n)).read_text()) for n in (calls, 2 * calls))
+    return {event: (second[event] - first[event]) / calls for event in first}
+
+
+def callgrind_totals(text: str) -> dict[str, int]:
+    """The whole run's count of each event, from a callgrind output file."""
+    events = re.search(r"^events: (.+)$", text, re.MULTILINE).group(1).split()
+    totals = re.search(r"^(?:summary|totals): (.+)$", text, re.MULTILINE).group(1).split()
+    return dict(zip(events, map(int, totals), strict=True))
+
+
+def bridge_share(era: str, calls: int, cache: bool = False) -> dict[str, float]:
+    """What the bridge (or the minimal bridge) adds per call: the round trip less the stubbed harness."""
+    total = events_per_call(era, calls, cache=cache)
+    harness = events_per_call(era, calls, stub=True, cache=cache)
+    share = {event: total[event] - harness[event] for event in total}
+    if cache:
+        share["cycles"] = sum(weight * share.get(event, 0.0) for event, weight in CYCLE_WEIGHTS.items())
+    share["counted"], share["harness"] = total["Ir"], harness["Ir"]
+    return share
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--era", choices=("legacy", "modern", "ping"), default="legacy")
+    parser.add_argument("--era", choices=("legacy", "modern", "ping", "minimal"), default="legacy")
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--drive", type=int, metavar="N", help="only make N calls (what callgrind runs)")
     parser.add_argument(
         "--stub", action="store_true", help="with --drive: the harness alone, the bridge stubbed"
+    )
+    parser.add_argument(
+        "--cache", action="store_true", help="also simulate the caches and branch predictors (slower)"
     )
     flags = parser.parse_args()
     if flags.drive is not None:
@@ -210,10 +297,14 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed: apt-get install valgrind")
     what = "ping and pong" if flags.era == "ping" else "tools/call round trip"
-    total = count(flags.era, flags.calls)
-    harness = count(flags.era, flags.calls, stub=True)
-    print(f"{flags.era}: {total - harness:,} instructions per {what} in the bridge "
-          f"({total:,} counted, less {harness:,} for the harness)")  # fmt: skip
+    who = "the minimal bridge" if flags.era == "minimal" else "the bridge"
+    share = bridge_share(flags.era, flags.calls, flags.cache)
+    print(f"{flags.era}: {share['Ir']:,.0f} instructions per {what} in {who} "
+          f"({share['counted']:,.0f} counted, less {share['harness']:,.0f} for the harness)")  # fmt: skip
+    if flags.cache:
+        print(f"  simulated: {share['I1mr']:,.0f} instruction and {share['D1mr'] + share['D1mw']:,.0f} data "
+              f"first-level cache misses, {share['Bcm'] + share['Bim']:,.0f} mispredicted branches; "
+              f"about {share['cycles']:,.0f} cycles at 10 per miss or misprediction")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ are ratios measured in the same run, never against numbers from another run. The
 machine in the same run, so that a noisy or slow machine can be told from a slow bridge;
 the "minimal bridge" rows do the same for the whole round trip through an app: they are
 what issue 4's own reference (9.3-9.6 µs per call on its machine) costs on this one.
+The "work per call" rows (full runs, with valgrind) compare the two bridges by callgrind's
+count, which the machine's noise cannot move (`python -m bench.instructions`).
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ def figures(results: dict) -> list[dict]:
             ),
             _row(1, "CPU per call, bridge / minimal bridge (median of rounds)", over, f"{over:.2f}"),
         ]
+    rows += work_rows(results.get("count"))
     rows += [
         _row(
             2,
@@ -180,6 +183,29 @@ def figures(results: dict) -> list[dict]:
         _row(6, "CPU per call, pure / compiled (median of rounds)", ratio, f"{ratio:.2f}"),
     ]
     return rows
+
+
+def work_rows(count: dict | None) -> list[dict]:
+    """Figure 1's noise-free rows: callgrind's count of the work per legacy call, bridge and minimal bridge."""
+    if not count:  # a quick run, no valgrind, or a run saved before counting
+        return []
+    bridge, minimal = count["legacy"], count["minimal"]
+    work = bridge["Ir"] / minimal["Ir"]
+    cycles = bridge["cycles"] / minimal["cycles"]
+    return [
+        _row(
+            1,
+            "work per call, bridge / minimal bridge: instructions (callgrind)",
+            work,
+            f"{bridge['Ir'] / 1000:.1f}k / {minimal['Ir'] / 1000:.1f}k = {work:.2f}",
+        ),
+        _row(
+            1,
+            "work per call, bridge / minimal bridge: cycles estimated from simulated cache misses",
+            cycles,
+            f"{bridge['cycles'] / 1000:.1f}k / {minimal['cycles'] / 1000:.1f}k = {cycles:.2f}",
+        ),
+    ]
 
 
 def table(rows: list[dict]) -> str:

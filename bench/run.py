@@ -51,6 +51,7 @@ from pathlib import Path
 
 import psutil
 
+from bench import instructions
 from clientmcp_fast.core.tokens import mint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -624,8 +625,24 @@ def machine_info(secret: str) -> dict:
     }
 
 
-def run(plan: Plan, progress: Progress, quick: bool, with_sdk: bool = True) -> dict:
-    """Every figure, measured in one run; the raw numbers for `report`."""
+def count_work(progress: Progress) -> dict | None:
+    """Callgrind's count of the bridge's and the minimal bridge's own work per legacy call, or None without valgrind."""
+    if shutil.which("valgrind") is None:
+        progress("valgrind is not installed: no instruction count (apt-get install -y valgrind)")
+        return None
+    counts = {}
+    for era in ("legacy", "minimal"):
+        progress(f"counting the {era} round trip's instructions and simulated cache misses with callgrind")
+        counts[era] = instructions.bridge_share(era, 1000, cache=True)
+    return counts
+
+
+def run(plan: Plan, progress: Progress, quick: bool, with_sdk: bool = True, count: bool = True) -> dict:
+    """Every figure, measured in one run; the raw numbers for `report`.
+
+    With `count`, the bridge's work per call is also counted with callgrind (after the
+    timed loads, so it never shares the machine with them).
+    """
     if shutil.which("wrk") is None:
         raise BenchError(
             "wrk is not installed: apt-get install -y wrk (Debian/Ubuntu), or build it from source"
@@ -699,6 +716,7 @@ def run(plan: Plan, progress: Progress, quick: bool, with_sdk: bool = True) -> d
         idle = idle_figures(fleet, plan, secret, (server_cpus, load_cpus), progress)
     finally:
         fleet.stop_all()
+    counts = count_work(progress) if count else None
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "quick": quick,
@@ -707,4 +725,5 @@ def run(plan: Plan, progress: Progress, quick: bool, with_sdk: bool = True) -> d
         "pinning": {"server_cpus": server_cpus, "load_cpus": load_cpus},
         "load": {key: {"median": median_of(results), "rounds": results} for key, results in rounds.items()},
         "idle": idle,
+        "count": counts,
     }

@@ -4,6 +4,7 @@ harness makes real round trips, and `bench/floor.py --bridge` forwards real call
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -13,21 +14,22 @@ from pathlib import Path
 import pytest
 from websockets.sync.client import connect
 
-from bench import instructions
+from bench import instructions, report
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("era", ["legacy", "modern"])
+@pytest.mark.parametrize("era", ["legacy", "modern", "minimal"])
 def test_the_counting_harness_makes_a_real_tool_call(era):
-    answer = instructions.round_trip(era)()
-    head, _, body = answer.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200 OK")
-    assert body == b'{"jsonrpc":"2.0","id":1,"result":' + (
-        b'{"resultType":"complete","content":[{"type":"text","text":"hi"}]}}'
-        if era == "modern"
-        else b'{"content":[{"type":"text","text":"hi"}]}}'
-    )
+    one = instructions.round_trip(era)
+    for _ in range(2):  # the second call too: the first leaves nothing behind that the next one needs
+        head, _, body = one().partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK")
+        assert body == b'{"jsonrpc":"2.0","id":1,"result":' + (
+            b'{"resultType":"complete","content":[{"type":"text","text":"hi"}]}}'
+            if era == "modern"
+            else b'{"content":[{"type":"text","text":"hi"}]}}'
+        )
 
 
 def test_the_counting_harness_gets_the_exact_pong():
@@ -38,7 +40,7 @@ def test_drive_times_its_calls():
     assert instructions.drive("legacy", 3) > 0.0
 
 
-@pytest.mark.parametrize("era", ["legacy", "modern", "ping"])
+@pytest.mark.parametrize("era", ["legacy", "modern", "ping", "minimal"])
 def test_the_stubbed_harness_never_reaches_the_bridge(era):
     # Counted as the harness's own share: a call that reached the bridge would be subtracted from it.
     one = instructions.round_trip(era, stub_calls=2)
@@ -98,3 +100,41 @@ def test_the_minimal_bridge_forwards_a_call_to_its_app_and_the_result_back(minim
         "id": 1,
         "result": {"content": [{"type": "text", "text": "hi"}]},
     }
+
+
+CALLGRIND_OUTPUT = """# callgrind format
+version: 1
+events: Ir I1mr D1mr
+fn=(1) main
+0 5 1 0
+summary: 1500 30 12
+totals: 1500 30 12
+"""
+
+
+def test_callgrind_totals_are_read_by_event_name():
+    assert instructions.callgrind_totals(CALLGRIND_OUTPUT) == {"Ir": 1500, "I1mr": 30, "D1mr": 12}
+
+
+def test_callgrind_counts_the_round_trip_and_the_harness():
+    # Few calls: only that the counting works end to end; the figures are the bench's to report.
+    assert shutil.which("valgrind"), "valgrind is needed: apt-get install -y valgrind"
+    share = instructions.bridge_share("minimal", 5, cache=True)
+    assert share["counted"] > share["harness"] > 0
+    assert share["Ir"] == share["counted"] - share["harness"]
+    assert {"I1mr", "D1mr", "D1mw", "Bcm", "Bim"} <= share.keys()
+    assert share["cycles"] > share["Ir"]
+
+
+def test_the_table_compares_the_counted_work_when_there_is_a_count():
+    results = json.loads((ROOT / "bench/results/20261130T205451Z.json").read_text())
+    assert report.work_rows(results.get("count")) == []  # saved before counting
+    results["count"] = {
+        "legacy": {"Ir": 39_600.0, "cycles": 91_000.0},
+        "minimal": {"Ir": 36_000.0, "cycles": 65_000.0},
+    }
+    rows = {row["label"]: row for row in report.figures(results)}
+    work = rows["work per call, bridge / minimal bridge: instructions (callgrind)"]
+    assert work["text"] == "39.6k / 36.0k = 1.10"
+    cycles = rows["work per call, bridge / minimal bridge: cycles estimated from simulated cache misses"]
+    assert cycles["text"] == "91.0k / 65.0k = 1.40"
