@@ -5,16 +5,17 @@
 One tools/call goes through the real `HttpProtocol` (request in, answer out) and the
 app's `AppChannel` (call out, result in) over fake transports, so no syscall or event
 loop is counted (what the bridge schedules with `call_soon` is run by the harness, see
-`StepLoop`); `--era ping` counts an app's exact `{"type":"ping"}` and its pong instead; `--era minimal`
-counts the legacy call through issue 4's minimal bridge (`bench/floor.py --bridge`, no
-checks at all) on the same harness: the yardstick the bridge's count is read against.
+`StepLoop`). `--era ping` counts an app's exact `{"type":"ping"}` and its pong instead;
+`--era minimal` counts the legacy call through issue 4's minimal bridge (`bench/floor.py
+--bridge`, nothing checked) on the same harness: the yardstick for the bridge's count.
 The command runs itself under `valgrind --tool=callgrind` for N and 2N calls and prints
-the difference divided by N, once with the bridge and once with the bridge's three
-entry points replaced by canned answers: the second is the harness's own share, and the
-first minus the second is the bridge's. `--cache` also has callgrind simulate the caches
-and branch predictors, and prints the misses and the cycles they add up to (`CYCLE_WEIGHTS`):
-what instructions alone do not tell, for code whose footprint is larger. `--drive N [--stub]` (used by that) just makes
-the calls. CLIENTMCP_NO_EXTENSIONS=1 counts the pure-Python twins.
+the difference divided by N, once with the bridge and once with the bridge's entry
+points replaced by canned answers: the second is the harness's own share, and the first
+minus the second is the bridge's. `--cache` also has callgrind simulate the caches and
+branch predictors, and prints the misses and the cycles they add up to (`CYCLE_WEIGHTS`):
+what instructions alone do not tell, for code whose footprint is larger. `--drive N
+[--stub]` (used by that) just makes the calls. CLIENTMCP_NO_EXTENSIONS=1 counts the
+pure-Python twins.
 """
 
 from __future__ import annotations
@@ -147,21 +148,14 @@ def round_trip(era: str, stub_calls: int = 0) -> Callable[[], bytes]:
         else:
             stub_answers(app_transport, agent_transport, stub_calls)
 
-    def one() -> bytes:
-        on_request(request)
-        loop.run_ready()
-        on_app_data(
-            client_text(b"".join((RESULT_HEAD, call_id_of(app_transport.written.pop()), RESULT_TAIL))), 0.0
-        )
-        loop.run_ready()
-        return agent_transport.written.pop()
-
     def one_ping() -> bytes:
         on_link_data(ping)
         loop.run_ready()
         return app_transport.written.pop()
 
-    return one_ping if era == "ping" else one
+    if era == "ping":
+        return one_ping
+    return calls_through(loop, request, on_request, on_app_data, app_transport, agent_transport, timed=True)
 
 
 def minimal_round_trip(stub_calls: int = 0) -> Callable[[], bytes]:
@@ -182,13 +176,32 @@ def minimal_round_trip(stub_calls: int = 0) -> Callable[[], bytes]:
         fed: list[object] = []
         on_request = on_app_data = fed.append
         stub_answers(app_transport, agent_transport, stub_calls)
+    return calls_through(loop, request, on_request, on_app_data, app_transport, agent_transport, timed=False)
+
+
+def calls_through(
+    loop: StepLoop,
+    request: bytes,
+    on_request: Callable[[bytes], object],
+    on_app_data: Callable[..., object],
+    app_transport: FakeTransport,
+    agent_transport: FakeTransport,
+    timed: bool,
+) -> Callable[[], bytes]:
+    """A function making one call: the request in, the app's result to the call it was sent, the answer.
+
+    `timed`: the app's data is handed over with the time (the bridge's channel), not alone.
+    """
 
     def one() -> bytes:
         on_request(request)
         loop.run_ready()
-        on_app_data(
-            client_text(b"".join((RESULT_HEAD, call_id_of(app_transport.written.pop()), RESULT_TAIL)))
-        )
+        result = client_text(b"".join((RESULT_HEAD, call_id_of(app_transport.written.pop()), RESULT_TAIL)))
+        # Called directly, not with unpacked arguments: the harness's share stays small.
+        if timed:
+            on_app_data(result, 0.0)
+        else:
+            on_app_data(result)
         loop.run_ready()
         return agent_transport.written.pop()
 
