@@ -128,6 +128,13 @@ def test_splice_result_shape(benchmark, splice):
     assert benchmark(splice.result_shape, result) == speedups.SHAPE_CONTENT
 
 
+@pytest.mark.parametrize("splice", SPLICES)
+def test_splice_array_length(benchmark, splice):
+    """array_length of a 2025-03-26 batch of two calls (a body not starting with `{`)."""
+    batch = b"[" + LEGACY_BODY + b"," + LEGACY_BODY + b"]"
+    assert benchmark(splice.array_length, batch, 1000) == 2
+
+
 @pytest.mark.parametrize("target", [b"/mcp", b"/mcp/eyJhbGciOiJIUzI1NiJ9.e30.c2ln", b"/connect"])
 @pytest.mark.parametrize("routing", ROUTING)
 def test_route(benchmark, routing, target):
