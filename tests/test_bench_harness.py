@@ -117,9 +117,11 @@ def test_callgrind_totals_are_read_by_event_name():
 
 
 def test_callgrind_counts_the_round_trip_and_the_harness():
-    # Few calls: only that the counting works end to end; the figures are the bench's to report.
+    # Only that the counting works end to end; the figures are the bench's to report. Enough
+    # calls that a one-time cost (a collection, a resize) is spread thin: with 5, one made the
+    # harness's count per call negative on CI.
     assert shutil.which("valgrind"), "valgrind is needed: apt-get install -y valgrind"
-    share = instructions.bridge_share("minimal", 5, cache=True)
+    share = instructions.bridge_share("minimal", 300, cache=True)
     assert share["counted"] > share["harness"] > 0
     assert share["Ir"] == share["counted"] - share["harness"]
     assert {"I1mr", "D1mr", "D1mw", "Bcm", "Bim"} <= share.keys()
