@@ -1,4 +1,4 @@
-"""The `clientmcp` command: `serve` (the default), `token`, and `demo` (BRIDGE.md §1)."""
+"""The `clientmcp` command: `serve` (the default), `token`, `health` and `demo` (docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,14 @@ _no_jwks.PyJWKClient = None  # type: ignore[attr-defined]
 sys.modules.setdefault("jwt.jwks_client", _no_jwks)
 
 from clientmcp_fast import __version__  # noqa: E402 (after keeping those out)
-from clientmcp_fast.config import ConfigError, add_options, load, load_secrets, parse_duration  # noqa: E402
+from clientmcp_fast.config import (  # noqa: E402
+    ConfigError,
+    add_options,
+    listen_address,
+    load,
+    load_secrets,
+    parse_duration,
+)
 from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, mint  # noqa: E402
 
 DEFAULT_TTL = "24h"
@@ -50,6 +57,19 @@ class _Formatter(argparse.HelpFormatter):
         super().__init__(prog, width=columns - 2)
 
 
+class _Version(argparse.Action):
+    """`--version`: the version and which build runs (compiled, pure or mixed; see speedups.build)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from clientmcp_fast.speedups import build
+
+        print(f"clientmcp {__version__} ({build()})")
+        parser.exit(0)
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and exit 2."""
 
@@ -68,15 +88,29 @@ def _parser() -> argparse.ArgumentParser:
         "Without a command, runs `serve`. The secret comes from CLIENTMCP_SECRET (or CLIENTMCP_SECRETS, "
         "comma-separated, for rotation); every flag can also be set as CLIENTMCP_<FLAG>.",
     )
-    parser.add_argument("--version", action="version", version=f"clientmcp {__version__}")
+    parser.add_argument(
+        "--version", action=_Version, help="print the version and the build (compiled or pure)"
+    )
     add_options(parser)
-    commands = parser.add_subparsers(dest="command", metavar="{serve,token,demo}", parser_class=_Parser)
+    commands = parser.add_subparsers(
+        dest="command", metavar="{serve,token,health,demo}", parser_class=_Parser
+    )
     serve = commands.add_parser("serve", help="run the bridge (the default)")
     add_options(serve)
     token = commands.add_parser("token", help="mint a token: prints the JWT alone on stdout")
     token.add_argument("role", choices=("client", "agent"), help="client: the app connects; agent: calls it")
     token.add_argument("client_id", metavar="ID", help="the client ID (1-128 of A-Z a-z 0-9 _ - . : @)")
     token.add_argument("--ttl", default=DEFAULT_TTL, help="lifetime, e.g. 3600s, 15m, 24h, 30d (default 24h)")
+    health = commands.add_parser(
+        "health",
+        help="exit 0 if a bridge answers /healthz with ok, else 1 with the reason (for health checks)",
+    )
+    health.add_argument(
+        "--url",
+        help="the URL to ask (default http://127.0.0.1:PORT/healthz, PORT and the address from "
+        "CLIENTMCP_PORT and CLIENTMCP_HOST)",
+    )
+    health.add_argument("--timeout", default="3s", help="how long to wait for the answer (default 3s)")
     demo = commands.add_parser(
         "demo", help="run a bridge on 127.0.0.1 with a demo todo app, and print how to connect"
     )
@@ -117,12 +151,33 @@ def _token(flags: argparse.Namespace) -> int:
     return 0
 
 
+def _health(flags: argparse.Namespace) -> int:
+    from clientmcp_fast.health import default_url, problem, target
+
+    try:
+        timeout = parse_duration(flags.timeout)
+    except ValueError as error:
+        raise ConfigError(f"--timeout: {error}") from None
+    try:
+        asked = target(flags.url or default_url(*listen_address(os.environ)))
+    except ValueError as error:
+        raise ConfigError(f"--url: {error}") from None
+    reason = problem(asked, timeout)
+    if reason is not None:
+        print(f"clientmcp: unhealthy: {reason}", file=sys.stderr)
+        return 1
+    print(f"ok: {asked.url}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; the exit status is returned."""
     flags = _parser().parse_args(argv)
     try:
         if flags.command == "token":
             return _token(flags)
+        if flags.command == "health":
+            return _health(flags)
         if flags.command == "demo":
             from clientmcp_fast.demo import run_demo
 

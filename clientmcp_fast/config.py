@@ -193,12 +193,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Settings:
-    """Settings from the environment, overridden by flags; raises ConfigError."""
-    secrets, signing = load_secrets(env)
-    values: dict[str, Any] = {}
-    limits: dict[str, Any] = {}
-    for option in OPTIONS:
+def _parsed(
+    env: Mapping[str, str], flags: argparse.Namespace | None, options: tuple[Option, ...] = OPTIONS
+) -> dict[Option, Any]:
+    """The value of each of `options` set by a flag or else the environment; raises ConfigError."""
+    parsed: dict[Option, Any] = {}
+    for option in options:
         raw = getattr(flags, option.attr, None) if flags is not None else None
         source = f"--{option.name}"
         if raw is None:
@@ -207,9 +207,25 @@ def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Set
         if raw is None:
             continue
         try:
-            value = option.parse(raw)
+            parsed[option] = option.parse(raw)
         except ValueError as error:
             raise ConfigError(f"{source}: {error}") from None
+    return parsed
+
+
+def listen_address(env: Mapping[str, str]) -> tuple[str, int]:
+    """The host and port `serve` would listen on with this environment (no secret needed)."""
+    parsed = _parsed(env, None, tuple(option for option in OPTIONS if option.name in ("host", "port")))
+    values = {option.attr: value for option, value in parsed.items()}
+    return values.get("host", Settings.host), values.get("port", Settings.port)
+
+
+def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Settings:
+    """Settings from the environment, overridden by flags; raises ConfigError."""
+    secrets, signing = load_secrets(env)
+    values: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    for option, value in _parsed(env, flags).items():
         (values if option.target == "settings" else limits)[option.attr] = value
     settings_limits = dataclasses.replace(Limits(), **limits)
     if settings_limits.app_hard_bytes < settings_limits.app_soft_bytes:

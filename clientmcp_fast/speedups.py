@@ -50,6 +50,23 @@ if NO_EXTENSIONS:
 
 IMPLEMENTATION = "pure" if NO_EXTENSIONS else "compiled"
 
+
+def build() -> str:
+    """What runs: "compiled" (hot paths and typed modules), "pure" (neither), else "mixed"."""
+    import importlib
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    typed = [
+        (importlib.import_module(name).__file__ or "").endswith(tuple(EXTENSION_SUFFIXES))
+        for name in TYPED_MODULES
+    ]
+    if IMPLEMENTATION == "compiled" and all(typed):
+        return "compiled"
+    if IMPLEMENTATION == "pure" and not any(typed):
+        return "pure"
+    return "mixed"
+
+
 # Opcodes, fixed frames, route kinds, the reader's state bits and result shapes are plain
 # constants: one definition serves both twins.
 from clientmcp_fast._pure.errors import FrameError  # noqa: E402

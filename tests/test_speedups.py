@@ -15,6 +15,7 @@ import msgspec
 import pytest
 from wire import client_frame, mask_payload
 
+import clientmcp_fast
 from clientmcp_fast import speedups
 from clientmcp_fast._pure import frames as pure_frames
 
@@ -65,6 +66,16 @@ def test_typed_modules_are_compiled_or_interpreted_as_asked():
             assert all(built.stat().st_mtime >= source.stat().st_mtime for source in sources), (
                 f"{name} was built before its .py or .pxd last changed: rebuild it"
             )
+
+
+def test_version_names_the_build_that_runs():
+    # `clientmcp --version` is how a frozen build proves its extensions are live (tests/container).
+    expected = "pure" if os.environ.get("CLIENTMCP_NO_EXTENSIONS") else "compiled"
+    assert speedups.build() == expected
+    done = subprocess.run(
+        [sys.executable, "-m", "clientmcp_fast", "--version"], capture_output=True, text=True, check=True
+    )
+    assert done.stdout == f"clientmcp {clientmcp_fast.__version__} ({expected})\n"
 
 
 def _client_frame(rnd: random.Random, opcode: int, payload: bytes, fin=True, masked=True, rsv=0) -> bytes:
