@@ -13,7 +13,7 @@ AUTOBAHN := .autobahn
 AUTOBAHN_STAMP := $(AUTOBAHN)/.installed
 PEERS := $(NODE_STAMP) $(AUTOBAHN_STAMP)
 
-.PHONY: demo test test-compiled test-pure peers bench bench-micro clean
+.PHONY: demo test test-compiled test-pure test-container peers bench bench-frozen bench-micro binary image clean
 
 # A typed module is compiled from its .py, typed by the .pxd beside it: a change to either rebuilds.
 TYPED := $(wildcard clientmcp_fast/*/*.pxd)
@@ -39,16 +39,34 @@ $(AUTOBAHN_STAMP): tests/autobahn/requirements-py27.txt
 
 peers: $(PEERS)
 
+# The frozen bridge (docs/deployment.md), both from the Dockerfile, built with a Docker engine or
+# podman: `make image`, and `make binary`, which writes dist/clientmcp, one static file. Both
+# always ask the builder, whose layer cache makes an unchanged tree cost seconds.
+IMAGE ?= clientmcp
+
+image:
+	packaging/build.sh image $(IMAGE)
+
+binary:
+	packaging/build.sh binary dist
+	@ls -l dist/clientmcp
+
 # The whole suite twice: with the compiled _speedups (required to be live), then the pure twins.
 # Both passes include the conformance suite, the TypeScript SDK agents and Autobahn: they drive
-# the frame parser and routing whose two twins the passes select (about a minute a pass).
-test: test-compiled test-pure
+# the frame parser and routing whose two twins the passes select (about a minute a pass). Then
+# the frozen builds: the image's filesystem and dist/clientmcp, each run from its own root, and
+# the command-line tests again against dist/clientmcp.
+test: test-compiled test-pure test-container
 
 test-compiled: $(STAMP) $(PEERS)
-	CLIENTMCP_BUILD_EXTENSION=yes CLIENTMCP_PY27=$(PY27) $(BIN)/python -m pytest
+	CLIENTMCP_BUILD_EXTENSION=yes CLIENTMCP_PY27=$(PY27) $(BIN)/python -m pytest --ignore=tests/container
 
 test-pure: $(STAMP) $(PEERS)
-	CLIENTMCP_NO_EXTENSIONS=1 CLIENTMCP_PY27=$(PY27) $(BIN)/python -m pytest
+	CLIENTMCP_NO_EXTENSIONS=1 CLIENTMCP_PY27=$(PY27) $(BIN)/python -m pytest --ignore=tests/container
+
+test-container: $(STAMP) image binary
+	CLIENTMCP_IMAGE=$(IMAGE) $(BIN)/python -m pytest tests/container
+	CLIENTMCP_COMMAND=$(CURDIR)/dist/clientmcp $(BIN)/python -m pytest tests/e2e/test_cli.py tests/e2e/test_health.py
 
 # The benchmark of docs/benchmarks.md: `make bench`, or `make bench BENCH_ARGS=--quick`. Needs wrk (apt-get install -y wrk).
 $(BENCH_STAMP): $(STAMP)
@@ -58,9 +76,13 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
+# The frozen builds beside the virtualenv install, in one run (bench/frozen.py); as root.
+bench-frozen: $(STAMP) $(BENCH_STAMP) image binary
+	$(BIN)/python -m bench.frozen $(BENCH_ARGS)
+
 # The pytest-benchmark micro benchmarks of each hot-path function, compiled and pure (bench/micro).
 bench-micro: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python -m pytest bench/micro -q $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info clientmcp_fast/*/*.so _speedups/*.c bench/_build node_modules $(AUTOBAHN) reports
+	rm -rf $(VENV) build dist *.egg-info clientmcp_fast/*/*.so _speedups/*.c bench/_build node_modules $(AUTOBAHN) reports

@@ -299,12 +299,22 @@ def bridge_env(secret: str, pure: bool) -> dict[str, str]:
     return env
 
 
-def start_bridge(fleet: Fleet, name: str, secret: str, pure: bool, cpus: list[int], *flags: str) -> Server:
+# The virtualenv's bridge; bench/frozen.py passes the frozen builds' command lines instead.
+INSTALLED = (sys.executable, "-m", "clientmcp_fast")
+
+
+def start_bridge(
+    fleet: Fleet,
+    name: str,
+    secret: str,
+    pure: bool,
+    cpus: list[int],
+    *flags: str,
+    command: tuple[str, ...] = INSTALLED,
+) -> Server:
     port = free_port()
     argv = [
-        sys.executable,
-        "-m",
-        "clientmcp_fast",
+        *command,
         "serve",
         "--host",
         HOST,

@@ -24,7 +24,8 @@ from rawhttp import RawHttp, mcp_post, tool_call, tool_error_text, wait_until
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-CLIENTMCP = str(Path(sys.executable).with_name("clientmcp"))
+# The command under test: the virtualenv's, or a frozen build's (`make test-container` sets it).
+CLIENTMCP = os.environ.get("CLIENTMCP_COMMAND") or str(Path(sys.executable).with_name("clientmcp"))
 SECRET_TEXT = "cli-tests-secret-0123456789abcdef-0123456789"
 DAY = 86_400
 

@@ -1,0 +1,1 @@
+"""The frozen builds of the bridge, run from their own root filesystems (see conftest.py)."""

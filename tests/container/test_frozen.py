@@ -1,0 +1,219 @@
+"""Both frozen builds do what the quick start says, from their own root, with no Python on the host.
+
+The image's folder executable and the single static file each: mint a token PyJWT
+verifies, serve, answer `health`, carry an app's tool to the official `mcp` SDK in both
+eras (a call streamed after one second included), and end on SIGTERM with 1001 to the
+app and exit 0. Each runs the compiled extensions, not their pure twins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import jwt
+import psutil
+import pytest
+import websockets
+from agents import MODERN, sdk_agent
+from mcp.types import TextContent
+
+from clientmcp_fast.core.tokens import mint
+
+from .conftest import SECRET_TEXT, Frozen, environment
+
+DAY = 86_400
+SLOW_SECONDS = 1.6  # past the bridge's one second, so that the answer is streamed
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Served:
+    """`serve` of a frozen build on a loopback port, seen as the e2e helpers see a bridge."""
+
+    def __init__(self, frozen: Frozen) -> None:
+        self.frozen = frozen
+        self.port = free_port()
+        self.env = environment(CLIENTMCP_HOST="127.0.0.1", CLIENTMCP_PORT=str(self.port))
+        # A session of its own: the single file's bootloaders and bridge can all be ended at once.
+        self.process = subprocess.Popen(
+            frozen.command("serve"),
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.http_url = f"http://127.0.0.1:{self.port}"
+        self.mcp_url = f"{self.http_url}/mcp"
+        self.ws_url = f"ws://127.0.0.1:{self.port}/connect"
+
+    def token(self, role: str, client_id: str, ttl: float = 3600) -> str:
+        return mint(SECRET_TEXT.encode(), role, client_id, ttl, time.time())
+
+    def wait_listening(self) -> None:
+        give_up = time.monotonic() + 20
+        while True:
+            if self.process.poll() is not None:
+                raise AssertionError(f"serve exited {self.process.returncode}: {self.process.stderr.read()}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return
+            assert time.monotonic() < give_up, "serve never listened"
+            time.sleep(0.02)
+
+    def stop(self) -> int:
+        """SIGTERM, as a container runtime stops a container; the exit status."""
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(30)
+
+    def end(self) -> None:
+        """At teardown: SIGTERM if still running, then kill whatever of its session is left."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+        self.process.stdout.close()
+        self.process.stderr.close()
+
+
+@pytest.fixture
+def served(frozen: Frozen) -> Iterator[Served]:
+    bridge = Served(frozen)
+    try:
+        bridge.wait_listening()
+        yield bridge
+    finally:
+        bridge.end()
+
+
+@contextlib.asynccontextmanager
+async def websocket_app(bridge: Served, client_id: str) -> AsyncIterator[websockets.ClientConnection]:
+    """An app on the `websockets` library with two tools, `echo` and `slow`, answering calls."""
+    token = bridge.token("client", client_id)
+    async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", token]) as ws:
+        tools = [
+            {"name": "echo", "description": "Echo", "inputSchema": {"type": "object"}},
+            {"name": "slow", "description": "Answers after a while", "inputSchema": {"type": "object"}},
+        ]
+        await ws.send(json.dumps({"type": "register", "tools": tools}))
+        assert json.loads(await asyncio.wait_for(ws.recv(), 10)) == {"type": "registered"}
+
+        async def answer(call: dict[str, Any]) -> None:
+            if call["name"] == "slow":
+                await asyncio.sleep(SLOW_SECONDS)
+            text = json.dumps(call["arguments"], sort_keys=True)
+            result = {"content": [{"type": "text", "text": f"{call['name']}: {text}"}]}
+            await ws.send(json.dumps({"type": "result", "id": call["id"], "result": result}))
+
+        async def serve_calls() -> None:
+            with contextlib.suppress(websockets.ConnectionClosed):
+                async for message in ws:
+                    call = json.loads(message)
+                    if call.get("type") == "call":
+                        asyncio.ensure_future(answer(call))
+
+        answering = asyncio.create_task(serve_calls())
+        try:
+            yield ws
+        finally:
+            answering.cancel()
+
+
+def test_it_runs_the_compiled_extensions(frozen):
+    result = frozen.run("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith("(compiled)\n"), result.stdout
+
+
+def test_token_prints_a_jwt_that_pyjwt_verifies(frozen):
+    result = frozen.run("token", "client", "my-app", "--ttl", "30d")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("\n") == 1 and result.stderr == ""
+    claims = jwt.decode(result.stdout.strip(), SECRET_TEXT.encode(), algorithms=["HS256"])
+    assert (claims["sub"], claims["role"]) == ("my-app", "client")
+    assert claims["exp"] - claims["iat"] == 30 * DAY
+
+
+def test_without_a_secret_it_says_so_in_one_line(frozen):
+    result = subprocess.run(
+        frozen.command("token", "agent", "my-app"), env={}, capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("clientmcp: error: CLIENTMCP_SECRET is not set")
+
+
+def test_health_answers_0_for_the_bridge_and_1_for_a_closed_port(frozen, served):
+    healthy = frozen.run("health", CLIENTMCP_PORT=str(served.port))
+    assert healthy.returncode == 0, healthy.stderr
+    assert healthy.stdout == f"ok: http://127.0.0.1:{served.port}/healthz\n"
+    closed = free_port()
+    unhealthy = frozen.run("health", "--url", f"http://127.0.0.1:{closed}/healthz")
+    assert unhealthy.returncode == 1
+    assert (
+        unhealthy.stderr
+        == f"clientmcp: unhealthy: nothing listens on 127.0.0.1:{closed} (connection refused)\n"
+    )
+
+
+def text_of(result: Any) -> str:
+    assert result.is_error is not True, result
+    (block,) = result.content
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+async def test_the_sdk_calls_an_apps_tools_through_it(served, mode):
+    content_types: list[str] = []
+
+    async def record(response: Any) -> None:
+        if response.request.method == "POST":
+            content_types.append(response.headers.get("content-type", ""))
+
+    async with (
+        websocket_app(served, "my-app"),
+        sdk_agent(served, "my-app", mode, event_hooks={"response": [record]}) as client,
+    ):
+        assert [tool.name for tool in (await client.list_tools()).tools] == ["echo", "slow"]
+        assert text_of(await client.call_tool("echo", {"title": "Buy eggs"})) == 'echo: {"title": "Buy eggs"}'
+        content_types.clear()
+        started = time.monotonic()
+        assert text_of(await client.call_tool("slow", {"n": 1})) == 'slow: {"n": 1}'
+        assert time.monotonic() - started >= SLOW_SECONDS
+        # Streamed: the bridge answered with SSE once the call outlived its first second.
+        assert any(kind.startswith("text/event-stream") for kind in content_types), content_types
+
+
+@pytest.mark.anyio
+async def test_sigterm_closes_apps_with_1001_and_exits_0(served):
+    async with websocket_app(served, "my-app") as ws:
+        code = await asyncio.to_thread(served.stop)
+        with contextlib.suppress(websockets.ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), 10)
+        assert ws.close_code == 1001
+    assert code == 0, served.process.stderr.read()
+
+
+def test_the_image_is_one_process_and_the_single_file_leaves_none_behind(frozen, served):
+    """As PID 1 the folder build starts no child (so no zombie); staticx's bootloaders all end."""
+    children = psutil.Process(served.process.pid).children(recursive=True)
+    if frozen.name == "image":
+        assert children == []
+    assert served.stop() == 0
+    assert not [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
