@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 import time
 import types
@@ -40,6 +41,12 @@ from clientmcp_fast.config import (  # noqa: E402
 from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, mint  # noqa: E402
 
 DEFAULT_TTL = "24h"
+_SECRETS_NOTE = (
+    "The secret comes from CLIENTMCP_SECRET (or CLIENTMCP_SECRETS, comma-separated, for rotation), "
+    "never from a flag, since a command line shows in `ps`; every flag can also be set as CLIENTMCP_<FLAG>."
+)
+# A value that starts with a dash and a digit (`-5m`, `-1`): a value, never an option of ours.
+_DASHED_VALUE = re.compile(r"-\d")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -85,8 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="clientmcp",
         description="ClientMCP bridge: apps connect over WebSocket at /connect, agents use MCP at /mcp. "
-        "Without a command, runs `serve`. The secret comes from CLIENTMCP_SECRET (or CLIENTMCP_SECRETS, "
-        "comma-separated, for rotation); every flag can also be set as CLIENTMCP_<FLAG>.",
+        f"Without a command, runs `serve`. {_SECRETS_NOTE}",
     )
     parser.add_argument(
         "--version", action=_Version, help="print the version and the build (compiled or pure)"
@@ -95,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         dest="command", metavar="{serve,token,health,demo}", parser_class=_Parser
     )
-    serve = commands.add_parser("serve", help="run the bridge (the default)")
+    serve = commands.add_parser("serve", help="run the bridge (the default)", description=_SECRETS_NOTE)
     add_options(serve)
     token = commands.add_parser("token", help="mint a token: prints the JWT alone on stdout")
     token.add_argument("role", choices=("client", "agent"), help="client: the app connects; agent: calls it")
@@ -112,10 +118,38 @@ def _parser() -> argparse.ArgumentParser:
     )
     health.add_argument("--timeout", default="3s", help="how long to wait for the answer (default 3s)")
     demo = commands.add_parser(
-        "demo", help="run a bridge on 127.0.0.1 with a demo todo app, and print how to connect"
+        "demo",
+        help="run a bridge on 127.0.0.1 with a demo todo app, and print how to connect",
+        description="A bridge with a secret of its own and a demo todo app connected; it prints the agent "
+        "URL, a token and the `claude mcp add` line. It takes the settings of `serve` (flags and "
+        "CLIENTMCP_<FLAG>), but listens on 127.0.0.1 and logs warnings only unless told otherwise; "
+        "CLIENTMCP_SECRET is not read, so that no token it prints is valid on another bridge.",
     )
-    demo.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080; 0 picks one)")
+    add_options(
+        demo,
+        helps={
+            "host": "address to listen on (default 127.0.0.1)",
+            "port": "TCP port to listen on (default 8080; 0 picks a free one)",
+            "log": "error, warn (default), info or debug",
+        },
+    )
     return parser
+
+
+def _attach_dashed_values(argv: Sequence[str]) -> list[str]:
+    """`--ttl -5m` as `--ttl=-5m`, which argparse would otherwise take for an unknown option."""
+    words = list(argv)
+    attached: list[str] = []
+    while words:
+        word = words.pop(0)
+        if word == "--":  # everything after is an argument already
+            attached.append(word)
+            attached.extend(words)
+            break
+        if word.startswith("--") and "=" not in word and words and _DASHED_VALUE.match(words[0]):
+            word = f"{word}={words.pop(0)}"
+        attached.append(word)
+    return attached
 
 
 def _serve(flags: argparse.Namespace) -> int:
@@ -126,14 +160,8 @@ def _serve(flags: argparse.Namespace) -> int:
     log.configure(settings.log)
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
-    try:
+    try:  # an address that cannot be listened on raises ConfigError: exit 2, as a bad setting
         loop.run_until_complete(Server(settings, loop).run())
-    except OSError as error:
-        print(
-            f"clientmcp: error: cannot listen on {settings.host}:{settings.port}: {error.strerror}",
-            file=sys.stderr,
-        )
-        return 1
     finally:
         loop.close()
     return 0
@@ -172,7 +200,7 @@ def _health(flags: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; the exit status is returned."""
-    flags = _parser().parse_args(argv)
+    flags = _parser().parse_args(_attach_dashed_values(sys.argv[1:] if argv is None else argv))
     try:
         if flags.command == "token":
             return _token(flags)
@@ -181,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if flags.command == "demo":
             from clientmcp_fast.demo import run_demo
 
-            return run_demo(flags.port)
+            return run_demo(os.environ, flags)
         return _serve(flags)
     except ConfigError as error:
         print(f"clientmcp: error: {error}", file=sys.stderr)

@@ -24,35 +24,58 @@ class ConfigError(Exception):
     """A setting that cannot be used; the message is one line for the operator."""
 
 
+# The largest values a setting takes: enough for any deployment, and small enough that the
+# compiled code's C integers (ssize_t) and the event loop's timers (milliseconds in a uint64)
+# hold them with room for the arithmetic done on them.
+MAX_WHOLE_NUMBER = 10**12
+MAX_DURATION_DAYS = 3650
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
 def parse_duration(text: str) -> float:
     """Seconds in `text`: a number with an optional unit s, m, h or d (`30d`, `90s`, `1.5`)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    # A sign is read so that `-1` is refused for being negative, not for not being a duration.
+    match = re.fullmatch(r"\s*([-+]?\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
     if not match:
         raise ValueError(f"{text!r} is not a duration like 90s, 15m, 24h or 30d")
-    value = float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+    value = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
     if value <= 0:
         raise ValueError(f"{text!r} must be more than zero")
+    if value > MAX_DURATION_DAYS * 86400:
+        raise ValueError(f"{text!r} is more than the largest duration allowed, {MAX_DURATION_DAYS}d")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # int()'s own message names int() and base 10, which mean nothing to an operator
+        raise ValueError(f"{text!r} is not a whole number") from None
+
+
+def _whole_number(text: str, *, zero_allowed: bool) -> int:
+    value = _integer(text)
+    if value < 0 or (value == 0 and not zero_allowed):
+        raise ValueError(
+            f"{text!r} must not be negative" if zero_allowed else f"{text!r} must be more than zero"
+        )
+    if value > MAX_WHOLE_NUMBER:
+        raise ValueError(f"{text!r} is more than the largest number allowed, {MAX_WHOLE_NUMBER}")
     return value
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise ValueError(f"{text!r} must be more than zero")
-    return value
+    return _whole_number(text, zero_allowed=False)
 
 
 def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(f"{text!r} must not be negative")
-    return value
+    return _whole_number(text, zero_allowed=True)
 
 
 def _port(text: str) -> int:
-    value = int(text)
+    value = _integer(text)
     if not 0 <= value <= 65535:
-        raise ValueError(f"{text!r} is not a TCP port")
+        raise ValueError(f"{text!r} is not a TCP port (0 to 65535)")
     return value
 
 
@@ -185,11 +208,19 @@ def load_secrets(env: Mapping[str, str]) -> tuple[tuple[bytes, ...], bytes]:
     return tuple(dict.fromkeys(secret for _, secret in named)), named[0][1]
 
 
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """Add a flag for every setting; an absent flag leaves no attribute, so the environment fills in."""
+def add_options(parser: argparse.ArgumentParser, helps: Mapping[str, str] | None = None) -> None:
+    """Add a flag for every setting; an absent flag leaves no attribute, so the environment fills in.
+
+    `helps` replaces the help of the options it names, for a command whose defaults differ.
+    """
+    helps = helps or {}
     for option in OPTIONS:
         parser.add_argument(
-            f"--{option.name}", dest=option.attr, default=argparse.SUPPRESS, metavar="VALUE", help=option.help
+            f"--{option.name}",
+            dest=option.attr,
+            default=argparse.SUPPRESS,
+            metavar="VALUE",
+            help=helps.get(option.name, option.help),
         )
 
 
@@ -218,6 +249,11 @@ def listen_address(env: Mapping[str, str]) -> tuple[str, int]:
     parsed = _parsed(env, None, tuple(option for option in OPTIONS if option.name in ("host", "port")))
     values = {option.attr: value for option, value in parsed.items()}
     return values.get("host", Settings.host), values.get("port", Settings.port)
+
+
+def address_text(host: str, port: int) -> str:
+    """`host:port` as a URL writes it, an IPv6 address in brackets (`[::1]:8080`)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Settings:

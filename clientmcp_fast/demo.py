@@ -6,17 +6,19 @@ of BRIDGE.md §8; it prints what an agent needs to use it.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import itertools
 import secrets
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from clientmcp_fast import log
 from clientmcp_fast.client import ClientMCP, completed, rejected
-from clientmcp_fast.config import Settings
+from clientmcp_fast.config import Settings, address_text, load
 from clientmcp_fast.core.tokens import mint
 from clientmcp_fast.net.server import Server, new_event_loop
 
@@ -100,19 +102,39 @@ def todo_app(url: str, token: str, todos: TodoList | None = None) -> ClientMCP:
     return app
 
 
-async def _demo(port: int) -> None:
-    secret = secrets.token_hex(32).encode()
-    settings = Settings(secrets=(secret,), signing_secret=secret, host="127.0.0.1", port=port)
+# What the demo does unlike `serve` when no setting says otherwise: it is a trial on this
+# machine, so it listens on loopback and logs only warnings beside what it prints.
+DEMO_DEFAULTS = {"CLIENTMCP_HOST": "127.0.0.1", "CLIENTMCP_LOG": "warn"}
+# A listener on every address is reached on loopback.
+_LOOPBACK_FOR = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
+
+
+def demo_settings(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Settings:
+    """The settings of `serve` from `env` and `flags`, with the demo's defaults and a fresh secret.
+
+    The operator's secrets are never used: the demo prints tokens, and a token signed with a
+    real bridge's secret would be valid there.
+    """
+    secret = secrets.token_hex(32)
+    kept = {
+        name: value for name, value in env.items() if name not in ("CLIENTMCP_SECRET", "CLIENTMCP_SECRETS")
+    }
+    return load({**DEMO_DEFAULTS, **kept, "CLIENTMCP_SECRET": secret}, flags)
+
+
+async def _demo(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     server = Server(settings, loop)
     await server.start()
+    address = address_text(_LOOPBACK_FOR.get(settings.host, settings.host), server.port)
+    secret = settings.signing_secret
     now = time.time()
-    app = todo_app(f"ws://127.0.0.1:{server.port}/connect", mint(secret, "client", APP_ID, TOKEN_TTL, now))
+    app = todo_app(f"ws://{address}/connect", mint(secret, "client", APP_ID, TOKEN_TTL, now))
     await app.connect()
     agent_token = mint(secret, "agent", APP_ID, TOKEN_TTL, now)
-    url = f"http://127.0.0.1:{server.port}/mcp"
+    url = f"http://{address}/mcp"
     print(
-        f"ClientMCP demo: bridge on http://127.0.0.1:{server.port}, app {APP_ID!r} connected with "
+        f"ClientMCP demo: bridge on http://{address}, app {APP_ID!r} connected with "
         f"{len(app.tools)} tools ({', '.join(app.tools)}).\n"
         f"  agent URL:   {url}\n"
         f"  agent token: {agent_token}\n"
@@ -130,13 +152,14 @@ async def _demo(port: int) -> None:
     await server.shutdown()
 
 
-def run_demo(port: int) -> int:
-    """Run the demo until Ctrl-C; the exit status."""
-    log.configure("warn", sys.stderr)
+def run_demo(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> int:
+    """Run the demo until Ctrl-C; the exit status. Raises ConfigError for a setting it cannot use."""
+    settings = demo_settings(env, flags)
+    log.configure(settings.log, sys.stderr)
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        loop.run_until_complete(_demo(port))
+        loop.run_until_complete(_demo(settings))
     finally:
         loop.close()
     return 0

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import resource
 import signal
+import socket
 import time
 from typing import TYPE_CHECKING
 
-from clientmcp_fast.config import Settings
+from clientmcp_fast.config import ConfigError, Settings, address_text
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.channel import AppChannel
@@ -50,6 +52,13 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
+def _reason(error: OSError) -> str:
+    """Why a listen failed, in the system's words (uvloop's own message repeats the address)."""
+    if isinstance(error, socket.gaierror) or not error.errno:
+        return error.strerror or str(error)
+    return os.strerror(error.errno)
+
+
 class Server:
     """Accepts connections, drives the bridge's timers and coalesced writes, and shuts down."""
 
@@ -76,15 +85,18 @@ class Server:
 
     async def start(self) -> None:
         """Listen; `port` is the bound port afterwards (useful with port 0)."""
-        self._listener = await self.loop.create_server(
-            lambda: HttpProtocol(self),
-            self.settings.host,
-            self.settings.port,
-            backlog=4096,
-            reuse_address=True,
-        )
+        host = self.settings.host
+        try:
+            self._listener = await self.loop.create_server(
+                lambda: HttpProtocol(self), host, self.settings.port, backlog=4096, reuse_address=True
+            )
+        except OSError as error:
+            # A port taken, an address not on this machine, a name that does not resolve: the
+            # operator changes a setting, so it is reported and exits as a bad setting does.
+            where = address_text(host, self.settings.port)
+            raise ConfigError(f"cannot listen on {where}: {_reason(error)}") from None
         self.port = self._listener.sockets[0].getsockname()[1]
-        logger.info("listening on %s:%d", self.settings.host, self.port)
+        logger.info("listening on %s", address_text(host, self.port))
 
     async def run(self) -> None:
         """Serve until SIGTERM or SIGINT, then shut down gracefully (BRIDGE.md §7)."""

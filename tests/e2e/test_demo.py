@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import jwt
 import psutil
 import pytest
 
@@ -54,25 +57,40 @@ class Demo:
         return self.rpc("tools/call", {"name": name, "arguments": arguments or {}})
 
 
-@pytest.fixture
-def demo() -> Iterator[Demo]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLIENTMCP_")}  # no secret given
+def environment(**values: str) -> dict[str, str]:
+    """The test process's environment without any CLIENTMCP_ setting (no secret either), plus `values`."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("CLIENTMCP_")} | values
+
+
+@contextlib.contextmanager
+def running_demo(*args: str, **env: str) -> Iterator[Demo]:
+    """`clientmcp demo ARGS` with the environment `env`, once it printed how to connect."""
     process = subprocess.Popen(
-        [str(CLIENTMCP), "demo", "--port", "0"],
-        env=env,
+        [str(CLIENTMCP), "demo", *args],
+        env=environment(**env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    lines = []
-    while not any(line.startswith("Ctrl-C") for line in lines):
-        line = process.stdout.readline()
-        assert line, f"demo ended early: {process.stderr.read()}"
-        lines.append(line.rstrip("\n"))
-    yield Demo(process, lines)
-    if process.poll() is None:
-        process.kill()
-        process.wait()
+    try:
+        lines = []
+        while not any(line.startswith("Ctrl-C") for line in lines):
+            line = process.stdout.readline()
+            assert line, f"demo ended early: {process.stderr.read()}"
+            lines.append(line.rstrip("\n"))
+        yield Demo(process, lines)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+        process.stderr.close()
+
+
+@pytest.fixture
+def demo() -> Iterator[Demo]:
+    with running_demo("--port", "0") as running:
+        yield running
 
 
 def test_it_prints_the_agent_url_a_token_and_the_claude_line(demo):
@@ -125,3 +143,77 @@ def test_refusals_are_rejected_outcomes_with_is_error(demo):
 def test_ctrl_c_stops_it_cleanly(demo):
     demo.process.send_signal(signal.SIGINT)
     assert demo.process.wait(10) == 0
+
+
+# -- the settings of `serve`, where they apply (docs/configuration.md) ---------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_it_listens_on_CLIENTMCP_PORT():
+    """`CLIENTMCP_PORT=P clientmcp demo` (and so `CLIENTMCP_PORT=P make demo`) listens on P and says so."""
+    port = free_port()
+    with running_demo(CLIENTMCP_PORT=str(port)) as demo:
+        assert demo.url == f"http://127.0.0.1:{port}/mcp"
+        assert demo.rpc("tools/list")["tools"]
+
+
+def test_the_port_flag_wins_over_the_environment():
+    port = free_port()
+    with running_demo("--port", str(port), CLIENTMCP_PORT="1") as demo:
+        assert demo.port == port
+
+
+def test_it_listens_on_CLIENTMCP_HOST():
+    """A host of the operator's, here the wildcard: the printed URLs then name loopback."""
+    port = free_port()
+    with running_demo("--port", str(port), CLIENTMCP_HOST="0.0.0.0") as demo:
+        listening = [
+            c.laddr
+            for c in psutil.Process(demo.process.pid).net_connections()
+            if c.status == psutil.CONN_LISTEN
+        ]
+        assert listening == [("0.0.0.0", port)]
+        assert demo.url == f"http://127.0.0.1:{port}/mcp"
+        assert demo.rpc("tools/list")["tools"]
+
+
+def _one_line_failure(*args: str, **env: str) -> str:
+    result = subprocess.run(
+        [str(CLIENTMCP), "demo", *args], env=environment(**env), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    return result.stderr
+
+
+def test_a_busy_port_is_one_line_and_exit_2():
+    """Port taken, by flag or by CLIENTMCP_PORT: one line saying so, exit 2 (no OSError traceback)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        expected = f"clientmcp: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+        assert _one_line_failure("--port", str(port)) == expected
+        assert _one_line_failure(CLIENTMCP_PORT=str(port)) == expected
+
+
+def test_a_bad_setting_is_one_line_and_exit_2():
+    assert (
+        _one_line_failure(CLIENTMCP_PORT="abc")
+        == "clientmcp: error: CLIENTMCP_PORT: 'abc' is not a whole number\n"
+    )
+
+
+def test_it_never_signs_with_the_operators_secret():
+    """A CLIENTMCP_SECRET in the environment is not used: the tokens printed are valid on the demo alone."""
+    operators = "an-operators-real-secret-0123456789abcdef"
+    with running_demo("--port", "0", CLIENTMCP_SECRET=operators) as demo:
+        assert demo.rpc("tools/list")["tools"]
+        with pytest.raises(jwt.InvalidSignatureError):
+            jwt.decode(demo.token, operators, algorithms=["HS256"])

@@ -1,0 +1,162 @@
+"""A setting the bridge cannot use is one line naming the setting and the rule, exit 2 (docs/configuration.md).
+
+Every integer and duration setting is tried with bad values, from the environment and as a
+flag; none may show Python's own words (`invalid literal for int()`, a traceback).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import socket
+import subprocess
+
+import pytest
+from test_cli import CLIENTMCP, SECRET_TEXT, assert_one_line_error, environment, free_port, run
+
+from clientmcp_fast.config import OPTIONS, Settings
+from clientmcp_fast.core.limits import Limits
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Limits)} | {"port": Settings.port}
+INTEGERS = [option for option in OPTIONS if type(_DEFAULTS.get(option.attr)) is int]
+DURATIONS = [option for option in OPTIONS if type(_DEFAULTS.get(option.attr)) is float]
+# Words of Python, not of the operator's settings.
+INTERNALS = re.compile(r"Traceback|int\(\)|base 10|invalid literal|Error\b|Errno|could not convert")
+
+NOT_WHOLE = "is not a whole number"
+POSITIVE = "must be more than zero"
+NOT_NEGATIVE = "must not be negative"
+TOO_LARGE = "is more than the largest number allowed, 1000000000000"
+NOT_DURATION = "is not a duration like 90s, 15m, 24h or 30d"
+TOO_LONG = "is more than the largest duration allowed, 3650d"
+
+
+def _integer_cases(option) -> list[tuple[str, str]]:
+    if option.name == "port":
+        return [("abc", NOT_WHOLE), ("8080.5", NOT_WHOLE), ("-1", "is not a TCP port (0 to 65535)"),
+                ("65536", "is not a TCP port (0 to 65535)")]  # fmt: skip
+    zero_allowed = _DEFAULTS[option.attr] == 0  # max-app-connections: 0 means the open-file limit
+    cases = [("abc", NOT_WHOLE), ("1.5", NOT_WHOLE), ("", NOT_WHOLE), ("10" + "0" * 12, TOO_LARGE)]
+    cases.append(("-1", NOT_NEGATIVE if zero_allowed else POSITIVE))
+    if not zero_allowed:
+        cases.append(("0", POSITIVE))
+    return cases
+
+
+DURATION_CASES = [("soon", NOT_DURATION), ("5x", NOT_DURATION), ("-1", POSITIVE), ("-5m", POSITIVE),
+                  ("0", POSITIVE), ("0s", POSITIVE), ("3651d", TOO_LONG)]  # fmt: skip
+CASES = [(option, value, rule) for option in INTEGERS for value, rule in _integer_cases(option)] + [
+    (option, value, rule) for option in DURATIONS for value, rule in DURATION_CASES
+]
+
+
+def _ids(case) -> str:
+    option, value, _ = case
+    return f"{option.name}={value}"
+
+
+def assert_setting_error(result: subprocess.CompletedProcess, named: str, value: str, rule: str) -> None:
+    """One line, exit 2, of the form `clientmcp: error: NAME: 'VALUE' RULE`, with no Python internals."""
+    line = assert_one_line_error(result)
+    assert line == f"clientmcp: error: {named}: {value!r} {rule}\n"
+    assert not INTERNALS.search(line), line
+
+
+def test_every_integer_and_duration_setting_is_covered():
+    """The cases reach every setting whose default is a number: a new one is tested as it is added."""
+    numeric = {option.name for option in OPTIONS if isinstance(_DEFAULTS.get(option.attr), (int, float))}
+    assert {option.name for option in INTEGERS + DURATIONS} == numeric
+    assert {"port", "max-tools", "max-app-connections", "call-timeout", "app-idle-timeout"} <= numeric
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_bad_value_from_the_environment(case):
+    """CLIENTMCP_<NAME>=bad: the variable, the value and the rule, in one line."""
+    option, value, rule = case
+    result = run("serve", env=environment(CLIENTMCP_SECRET=SECRET_TEXT, **{option.env: value}))
+    assert_setting_error(result, option.env, value, rule)
+
+
+FLAG_CASES = [case for case in CASES if case[1] in ("abc", "soon", "-1", "-5m")]
+
+
+@pytest.mark.parametrize("case", FLAG_CASES, ids=_ids)
+def test_bad_value_of_the_flag(case):
+    """--name bad, and --name=bad: the flag, the value and the rule; a value may start with a dash."""
+    option, value, rule = case
+    assert_setting_error(run("serve", f"--{option.name}", value), f"--{option.name}", value, rule)
+    assert_setting_error(run("serve", f"--{option.name}={value}"), f"--{option.name}", value, rule)
+
+
+@pytest.mark.parametrize("args", [["--ttl", "-5m"], ["--ttl=-5m"]], ids=["space", "equals"])
+def test_a_negative_ttl_is_refused_for_being_negative(args):
+    """`clientmcp token agent x --ttl -5m` says the ttl must be positive, however it is written."""
+    assert_setting_error(run("token", "agent", "x", *args), "--ttl", "-5m", POSITIVE)
+
+
+@pytest.mark.parametrize(("ttl", "rule"), [("5x", NOT_DURATION), ("0s", POSITIVE), ("3651d", TOO_LONG)])
+def test_a_bad_ttl_names_the_rule(ttl, rule):
+    assert_setting_error(run("token", "agent", "x", "--ttl", ttl), "--ttl", ttl, rule)
+
+
+def test_a_dash_value_does_not_swallow_the_next_option():
+    """`--ttl --help` is a missing value, not a ttl of `--help`."""
+    assert "--ttl: expected one argument" in assert_one_line_error(
+        run("token", "agent", "x", "--ttl", "--help")
+    )
+
+
+def test_serve_help_has_the_note_on_secrets():
+    """`clientmcp serve --help` says where the secret comes from and why never from a flag."""
+    result = run("serve", "--help", env=environment())
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "The secret comes from CLIENTMCP_SECRET (or CLIENTMCP_SECRETS" in text
+    assert "never from a flag, since a command line shows in `ps`" in text
+
+
+def test_a_port_in_use_is_one_line_and_exit_2():
+    """A listen address that cannot be bound is a setting to change: one line, exit 2, no traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("serve", "--host", "127.0.0.1", "--port", str(port))
+    assert assert_one_line_error(result) == (
+        f"clientmcp: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    )
+
+
+def test_an_address_not_on_this_machine_is_one_line_and_exit_2():
+    result = run("serve", "--host", "no-such-host.invalid", "--port", "8080")
+    line = assert_one_line_error(result)
+    assert line.startswith("clientmcp: error: cannot listen on no-such-host.invalid:8080: "), line
+    assert not INTERNALS.search(line), line
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback")
+def test_an_ipv6_listen_address_is_logged_in_brackets():
+    """`listening on [::1]:PORT`, as a URL writes it, rather than `::1:PORT`."""
+    port = free_port()
+    process = subprocess.Popen(
+        [CLIENTMCP, "serve", "--host", "::1", "--port", str(port)],
+        env=environment(CLIENTMCP_SECRET=SECRET_TEXT),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stderr.readline()
+    finally:
+        process.terminate()
+        process.wait(10)
+        process.stderr.close()
+    assert line.rstrip("\n").endswith(f" info listening on [::1]:{port}"), line
