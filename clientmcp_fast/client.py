@@ -8,17 +8,23 @@
         await app.closed()   # calls are answered concurrently until the connection ends
 
 A handler is `async def handler(arguments: dict) -> result`. The result may be a full
-CallToolResult (a dict with `content`), a string (one text block), or anything else
-JSON can carry (sent as text and as `structuredContent`). An exception becomes a tool
-error the model can read. A `cancel` from the bridge cancels the handler's task.
+CallToolResult (a dict with `content`), a string (one text block), None ("Done."), or
+anything else JSON can carry (sent as JSON text; a dict also as `structuredContent`). An
+exception becomes a tool error the model can read. A `cancel` from the bridge cancels the
+handler's task. Connects, closes and reconnects are logged to the `clientmcp.client`
+logger. docs/apps.md documents the library.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
+import logging
+import os
 import random
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +36,9 @@ from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 TokenSource = str | Callable[[], str | Awaitable[str]]
+
+# Connects, closes, reconnects and refusals, for the app's developer: `logging.basicConfig(level="INFO")`.
+logger = logging.getLogger("clientmcp.client")
 
 SUBPROTOCOL = "clientmcp.v1"
 PING = '{"type":"ping"}'
@@ -47,6 +56,51 @@ RISK_ANNOTATIONS: dict[str, dict[str, bool]] = {
 # a protocol bug, and a refused token (unless a token function can mint a new one).
 _NO_RECONNECT = {4409, 4400, 1007, 1002}
 
+# What a close code says happened, in the words of docs/protocol.md.
+CLOSE_MEANINGS = {
+    1000: "a normal close",
+    1001: "the bridge is shutting down",
+    1002: "a framing error",
+    1005: "no close code given",
+    1006: "the connection dropped without a close frame",
+    1007: "a text message that is not UTF-8",
+    1009: "a message over 4 MiB",
+    1011: "an unexpected condition",
+    4400: "a protocol error",
+    4401: "the token was refused",
+    4408: "the app was silent for too long",
+    4409: "replaced by a newer connection with the same client ID",
+    4429: "the app did not read what the bridge sent",
+}
+
+
+def describe_close(code: int, reason: str) -> str:
+    """A close in words: `closed with 4401 (the token was refused): bad signature`."""
+    meaning = CLOSE_MEANINGS.get(code)
+    text = f"closed with {code}" + (f" ({meaning})" if meaning else "")
+    return f"{text}: {reason}" if reason else text
+
+
+def describe_connect_error(error: BaseException) -> str:
+    """Why a connection could not be opened, in words rather than an exception's repr."""
+    if isinstance(error, websockets.InvalidStatus):
+        return f"the server answered HTTP {error.response.status_code} instead of accepting a WebSocket"
+    if isinstance(error, websockets.InvalidURI):
+        return "the URL is not a ws:// or wss:// URL"
+    if isinstance(error, websockets.InvalidHandshake):
+        return f"the server refused the WebSocket handshake: {error}"
+    if isinstance(error, TimeoutError):
+        return "the WebSocket handshake did not complete in time"
+    # asyncio folds the failures of several addresses (localhost: ::1 and 127.0.0.1) into one
+    # OSError without an errno, its text listing each one's.
+    codes = {error.errno} if isinstance(error, OSError) and error.errno else set()
+    codes = codes or {int(code) for code in re.findall(r"\[Errno (\d+)\]", str(error))}
+    if codes == {errno.ECONNREFUSED}:
+        return "connection refused: nothing listens there (is the bridge running?)"
+    if len(codes) == 1:
+        return os.strerror(codes.pop())
+    return str(error)
+
 
 def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
     """A CallToolResult with one text block."""
@@ -56,25 +110,37 @@ def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
     return result
 
 
+# The outcome's own members: an app's further data must not use these names (spec §9.2).
+OUTCOME_MEMBERS = frozenset({"status", "operation", "reason"})
+
+
+def _outcome(status: str, data: dict[str, Any], **own: Any) -> dict[str, Any]:
+    taken = sorted(OUTCOME_MEMBERS & data.keys())
+    if taken:
+        raise ValueError(f"{', '.join(taken)}: a member of the outcome itself, not free for the app's data")
+    return {"status": status, **own, **data}
+
+
 def completed(message: str = "Done.", **data: Any) -> dict[str, Any]:
     """Outcome `completed`: the change holds, seen in the app's own state (spec §9.2)."""
-    return {**text_result(message), "structuredContent": {"status": "completed", **data}}
+    return {**text_result(message), "structuredContent": _outcome("completed", data)}
 
 
 def accepted(operation: str, message: str = "Started.", **data: Any) -> dict[str, Any]:
     """Outcome `accepted`: it started and goes on as `operation` (spec §9.2)."""
-    return {
-        **text_result(message),
-        "structuredContent": {"status": "accepted", "operation": operation, **data},
-    }
+    return {**text_result(message), "structuredContent": _outcome("accepted", data, operation=operation)}
 
 
 def rejected(code: str, detail: str, **data: Any) -> dict[str, Any]:
     """Outcome `rejected`: nothing changed; `code` is for the agent, `detail` for a reader (spec §9.2)."""
     return {
         **text_result(detail, is_error=True),
-        "structuredContent": {"status": "rejected", "reason": {"code": code, "detail": detail}, **data},
+        "structuredContent": _outcome("rejected", data, reason={"code": code, "detail": detail}),
     }
+
+
+def _tools(count: int) -> str:
+    return "1 tool" if count == 1 else f"{count} tools"
 
 
 def _as_result(value: Any) -> dict[str, Any]:
@@ -131,6 +197,9 @@ class ClientMCP:
         self.tools: dict[str, ExposedTool] = {}
         self.close_code: int | None = None
         self.close_reason = ""
+        # The last failure to connect, or the last close, in words (None while all is well).
+        self.last_error: str | None = None
+        self._attempts = 0  # connection attempts since connect()
         self.calls_cancelled = 0
         self._conn: _Connection | None = None
         self._registered = asyncio.Event()
@@ -190,9 +259,17 @@ class ClientMCP:
         await self.close()
 
     async def connect(self, timeout: float = 10.0) -> None:
-        """Connect and register; returns once the bridge answered `registered` (spec §3.2)."""
+        """Connect and register; returns once the bridge answered `registered` (spec §3.2).
+
+        Raises ConnectionError, saying why in words, when that has not happened within
+        `timeout` seconds (attempts are retried with the backoff meanwhile) or when the
+        connection ended for good before it.
+        """
         self._stopping = False
         self._done.clear()
+        self._registered.clear()
+        self.last_error = None
+        self._attempts = 0
         self._runner = asyncio.get_running_loop().create_task(self._run())
         registered = asyncio.ensure_future(self._registered.wait())
         finished = asyncio.ensure_future(self._done.wait())
@@ -201,21 +278,37 @@ class ClientMCP:
         finally:
             registered.cancel()
             finished.cancel()
-        if not self._registered.is_set():
-            await self.close()
+        if registered.done() and not registered.cancelled():
+            return
+        gave_up = self._done.is_set()
+        connected = self._conn is not None
+        await self._stop(abort=True)
+        if gave_up:
             raise ConnectionError(
-                f"not registered: closed with {self.close_code} {self.close_reason}".strip()
+                f"not registered with {self.url}: {self.last_error or 'the connection ended'}"
             )
+        if connected:
+            why = ": connected, but the bridge did not answer the register"
+        else:
+            tries = "1 attempt" if self._attempts == 1 else f"{self._attempts} attempts"
+            why = f", after {tries}: {self.last_error or 'still connecting'}"
+        raise ConnectionError(f"not registered with {self.url} within {timeout:g} s{why}")
 
     async def close(self) -> None:
         """Close the connection (1000) and stop reconnecting."""
+        await self._stop(abort=False)
+
+    async def _stop(self, *, abort: bool) -> None:
         self._stopping = True
-        if self._conn is not None:
+        runner, self._runner = self._runner, None
+        if self._conn is not None and not abort:
             await self._conn.ws.close()
-        if self._runner is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
-            self._runner = None
+        elif runner is not None:
+            # Connecting, waiting to reconnect, or past connect()'s deadline: nothing to close
+            # gracefully, or no time left to.
+            runner.cancel()
+        if runner is not None:
+            await asyncio.wait({runner})  # unlike awaiting it, does not raise its CancelledError
 
     async def closed(self) -> None:
         """Wait until the connection ended for good (no reconnect follows)."""
@@ -233,25 +326,60 @@ class ClientMCP:
         delay = self.backoff[0]
         try:
             while not self._stopping:
+                self._attempts += 1
+                logger.debug("connecting to %s", self.url)
                 try:
-                    ws = await websockets.connect(
-                        self.url,
-                        subprotocols=[SUBPROTOCOL, await self._token_value()],
-                        max_size=MAX_MESSAGE_BYTES,
-                    )
-                except (OSError, websockets.InvalidHandshake) as error:
-                    self.close_code, self.close_reason = None, str(error)
+                    token = await self._token_value()
+                except Exception as error:  # the app's own function: report it and try again later
+                    self.close_code, self.close_reason = None, ""
+                    self.last_error = f"the token function failed: {type(error).__name__}: {error}"
+                    logger.warning("%s", self.last_error)
                 else:
-                    delay = self.backoff[0]
-                    await self._serve(ws)
-                if self._stopping or not self.reconnect or self.close_code in _NO_RECONNECT:
+                    try:
+                        ws = await websockets.connect(
+                            self.url, subprotocols=[SUBPROTOCOL, token], max_size=MAX_MESSAGE_BYTES
+                        )
+                    except (OSError, websockets.InvalidHandshake, websockets.InvalidURI) as error:
+                        self.close_code, self.close_reason = None, ""
+                        self.last_error = describe_connect_error(error)
+                        logger.warning("cannot connect to %s: %s", self.url, self.last_error)
+                    else:
+                        delay = self.backoff[0]
+                        logger.info("connected to %s; registering %s", self.url, _tools(len(self.tools)))
+                        await self._serve(ws)
+                        self._log_close()
+                if self._stopping:
                     return
-                if self.close_code == 4401 and not callable(self._token):
-                    return  # the same token would be refused again
-                await asyncio.sleep(delay * (0.5 + random.random()))
+                refusal = self._no_reconnect_reason()
+                if refusal is not None:
+                    logger.warning("not reconnecting to %s: %s", self.url, refusal)
+                    return
+                wait = delay * (0.5 + random.random())
+                logger.info("reconnecting to %s in %.1f s (attempt %d)", self.url, wait, self._attempts + 1)
+                await asyncio.sleep(wait)
                 delay = min(delay * 2, self.backoff[1])
         finally:
             self._done.set()
+
+    def _log_close(self) -> None:
+        code = self.close_code if self.close_code is not None else 1006
+        self.last_error = None if self._stopping else describe_close(code, self.close_reason)
+        if self._stopping:
+            logger.info("connection to %s %s", self.url, describe_close(code, self.close_reason))
+        else:
+            logger.warning("connection to %s %s", self.url, self.last_error)
+
+    def _no_reconnect_reason(self) -> str | None:
+        """Why no reconnect follows the connection that just ended, or None if one does."""
+        if not self.reconnect:
+            return "reconnect is off"
+        if self.close_code == 4409:
+            return "a newer connection with the same client ID replaced this one"
+        if self.close_code in _NO_RECONNECT:
+            return "the bridge refused what this app sent, and would again"
+        if self.close_code == 4401 and not callable(self._token):
+            return "the token was refused, and the same token would be again"
+        return None
 
     async def _serve(self, ws: ClientConnection) -> None:
         now = asyncio.get_running_loop().time()
@@ -267,11 +395,15 @@ class ClientMCP:
                 self._on_message(conn, raw)
         except websockets.ConnectionClosed:
             pass
+        except asyncio.CancelledError:
+            ws.transport.abort()  # connect() gave up on this connection: no closing handshake
+            raise
         finally:
             pinger.cancel()
             for task in conn.tasks.values():
                 task.cancel()
             self._conn = None
+            self._registered.clear()  # whatever was registered ended with the connection
             close = ws.protocol.close_rcvd
             self.close_code = close.code if close is not None else 1006
             self.close_reason = close.reason if close is not None else ""
@@ -322,6 +454,7 @@ class ClientMCP:
         if kind == "registered":
             self._pending_registers -= 1
             if self._pending_registers <= 0:
+                logger.debug("registered %s", _tools(len(self.tools)))
                 self._registered.set()
         elif kind == "call":
             call_id = message["id"]

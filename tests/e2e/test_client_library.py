@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
+import socket
 
 import httpx2
 import pytest
 
-from clientmcp_fast.client import ClientMCP
+from clientmcp_fast.client import ClientMCP, accepted, completed, rejected
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
 pytestmark = pytest.mark.anyio
@@ -106,3 +109,146 @@ async def test_a_bridge_that_stops_answering_is_a_dead_link():
         assert asyncio.get_running_loop().time() - started < 2
         assert app.close_code == 1011  # ours, "no answer to ping", echoed by the peer
         await app.close()
+
+
+# -- connect(timeout=...), what went wrong in words, and the log (docs/apps.md) ------------------
+
+
+class _Records(logging.Handler):
+    """The `clientmcp.client` logger's records, whatever the logging configuration of the process."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def messages(self, level: int) -> list[str]:
+        return [record.getMessage() for record in self.records if record.levelno == level]
+
+
+@pytest.fixture
+def client_log():
+    records = _Records()
+    logger = logging.getLogger("clientmcp.client")
+    level = logger.level
+    logger.addHandler(records)
+    logger.setLevel(logging.DEBUG)
+    yield records
+    logger.removeHandler(records)
+    logger.setLevel(level)
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+REFUSED = "connection refused: nothing listens there (is the bridge running?)"
+# Python's words and the state a message would leak if it were not written for a reader.
+NOT_WORDS = re.compile(r"None|Errno|Error\b|\(\)|\bclosed with\b")
+
+
+async def test_connect_to_a_closed_port_gives_up_at_its_timeout_saying_why(client_log):
+    """connect(timeout=1) retries with the backoff, then raises after 1 s (not 19), in words, and logs it."""
+    url = f"ws://127.0.0.1:{_closed_port()}/connect"
+    app = ClientMCP(url, "t", backoff=(0.05, 0.2))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(ConnectionError) as caught:
+        await app.connect(timeout=1)
+    took = loop.time() - started
+    assert 1 <= took < 1.5
+    message = str(caught.value)
+    attempts = re.fullmatch(
+        rf"not registered with {re.escape(url)} within 1 s, after (\d+) attempts: (.*)", message
+    )
+    assert attempts is not None, message
+    assert attempts.group(2) == REFUSED
+    assert not NOT_WORDS.search(attempts.group(2))
+    tries = int(attempts.group(1))
+    assert tries >= 3  # 0.05 s doubling to 0.2 s, each wait 0.5-1.5 times that: some 6 in a second
+    assert client_log.messages(logging.WARNING) == [f"cannot connect to {url}: {REFUSED}"] * tries
+    waits = client_log.messages(logging.INFO)
+    assert len(waits) == tries
+    for attempt, line in enumerate(waits, start=2):
+        found = re.fullmatch(rf"reconnecting to {re.escape(url)} in (\d+\.\d) s \(attempt {attempt}\)", line)
+        assert found is not None, line
+        assert 0.0 <= float(found.group(1)) <= 0.3
+    await asyncio.wait_for(app.closed(), 1)  # nothing left running
+
+
+async def test_connect_without_reconnect_fails_at_once_saying_why():
+    url = f"ws://127.0.0.1:{_closed_port()}/connect"
+    app = ClientMCP(url, "t", reconnect=False)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(ConnectionError) as caught:
+        await app.connect(timeout=10)
+    assert asyncio.get_running_loop().time() - started < 1
+    assert str(caught.value) == f"not registered with {url}: {REFUSED}"
+
+
+async def test_connect_to_a_server_that_never_answers_the_handshake_honours_the_timeout():
+    """A port that accepts TCP and then says nothing: the timeout still holds, though the handshake's is 10 s."""
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen()  # the kernel completes the TCP handshake; nobody ever reads
+        url = f"ws://127.0.0.1:{mute.getsockname()[1]}/connect"
+        app = ClientMCP(url, "t")
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(ConnectionError) as caught:
+            await app.connect(timeout=0.5)
+        assert 0.5 <= asyncio.get_running_loop().time() - started < 1
+    assert str(caught.value) == f"not registered with {url} within 0.5 s, after 1 attempt: still connecting"
+
+
+async def test_a_refused_token_is_said_in_words_and_logged_with_its_close_code(bridge, client_log):
+    app = ClientMCP(bridge.ws_url, bridge.token("agent", "lib"))  # an agent's token, not a client's
+    with pytest.raises(ConnectionError) as caught:
+        await app.connect(timeout=10)
+    message = str(caught.value)
+    assert message.startswith(
+        f"not registered with {bridge.ws_url}: closed with 4401 (the token was refused): "
+    )
+    assert client_log.messages(logging.INFO) == [f"connected to {bridge.ws_url}; registering 0 tools"]
+    warnings = client_log.messages(logging.WARNING)
+    assert warnings[0].startswith(f"connection to {bridge.ws_url} closed with 4401 (the token was refused): ")
+    assert warnings[1:] == [
+        f"not reconnecting to {bridge.ws_url}: the token was refused, and the same token would be again"
+    ]
+
+
+async def test_connects_closes_and_reconnects_are_logged(start_bridge, client_log):
+    """A connect, the bridge's close with its code and reason, the reconnect's delay, our own close."""
+    bridge = start_bridge(app_idle_timeout=0.3)
+    async with _app(bridge, ping_interval=60, backoff=(0.05, 0.1)) as app:
+        await _wait(lambda: app.close_code == 4408)
+        await app.wait_registered()
+    url = bridge.ws_url
+    info = client_log.messages(logging.INFO)
+    assert info[0] == f"connected to {url}; registering 1 tool"
+    assert re.fullmatch(rf"reconnecting to {re.escape(url)} in 0\.\d s \(attempt 2\)", info[1]), info
+    assert info[2] == f"connected to {url}; registering 1 tool"
+    assert info[-1] == f"connection to {url} closed with 1000 (a normal close)"
+    warning = client_log.messages(logging.WARNING)[0]
+    assert warning.startswith(f"connection to {url} closed with 4408 (the app was silent for too long)"), (
+        warning
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "member"),
+    [
+        (lambda: completed("Done.", status="ok"), "status"),
+        (lambda: completed("Done.", operation="op-1"), "operation"),
+        (lambda: accepted("op-1", "Started.", reason="why"), "reason"),
+        (lambda: rejected("busy", "Try later.", reason="why"), "reason"),
+    ],
+    ids=["completed-status", "completed-operation", "accepted-reason", "rejected-reason"],
+)
+async def test_the_outcome_members_are_not_free_for_the_apps_data(make, member):
+    """status, operation and reason belong to the outcome: data under those names is refused, not merged."""
+    with pytest.raises(ValueError, match=f"^{member}: a member of the outcome itself"):
+        make()
