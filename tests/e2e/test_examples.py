@@ -1,0 +1,275 @@
+"""Every example of the README and docs is a file of examples/ that runs as written against a real bridge.
+
+A code block that shows an example names its file in the info string (```python examples/todo_app.py)
+and must hold exactly that file's text; a Python block that names no file is refused, so that
+no snippet in the docs goes untested.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from test_demo import running_demo
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# Each file of examples/ and the test below that runs it: a new example fails here until it runs.
+RUN_BY = {
+    "todo_app.py": "test_the_todo_app_answers_an_agent",
+    "notes_app.py": "test_the_notes_app_answers_as_docs_apps_md_says",
+    "agent_sdk.py": "test_the_agents_use_the_demo",
+    "agent_curl.sh": "test_the_agents_use_the_demo",
+}
+FENCE = re.compile(r"^```(\S*)[ \t]*(\S*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
+WAIT = 20.0
+DEMO_URL = "http://127.0.0.1:8080/mcp"  # where the README's commands find `make demo`
+
+
+def code_blocks() -> list[tuple[str, str, str, str]]:
+    """(document, language, named file, text) of every fenced block of the README and docs."""
+    return [
+        (document.relative_to(ROOT).as_posix(), *match.groups())
+        for document in DOCUMENTS
+        for match in FENCE.finditer(document.read_text())
+    ]
+
+
+def environment(**values: str) -> dict[str, str]:
+    """The test process's environment without any CLIENTMCP_ variable, plus `values`."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("CLIENTMCP_")} | values
+
+
+def run_example(name: str, **env: str) -> subprocess.CompletedProcess:
+    """Run examples/NAME to its end as the README says: `python examples/NAME` or `sh examples/NAME`."""
+    assert name in RUN_BY
+    command = [sys.executable] if name.endswith(".py") else ["sh"]
+    result = subprocess.run(
+        [*command, f"examples/{name}"],
+        cwd=ROOT,
+        env=environment(**env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    return result
+
+
+class ExampleApp:
+    """An example app in a subprocess of its own; `log` is what it wrote on stderr, once it ended."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.log = ""
+
+    def readline(self) -> str:
+        return self.process.stdout.readline()
+
+
+@contextmanager
+def running_app(name: str, **env: str) -> Iterator[ExampleApp]:
+    """examples/NAME running as an app until the block ends; then Ctrl-C must end it cleanly."""
+    assert name in RUN_BY
+    app = ExampleApp(
+        subprocess.Popen(
+            [sys.executable, f"examples/{name}"],
+            cwd=ROOT,
+            env=environment(PYTHONUNBUFFERED="1", **env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
+    process = app.process
+    try:
+        yield app
+        process.send_signal(signal.SIGINT)
+        stdout, app.log = process.communicate(timeout=WAIT)
+        assert process.returncode == 0, (stdout, app.log)
+        assert "Traceback" not in app.log, app.log
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def mcp(url: str, token: str, method: str, params: dict | None = None) -> dict:
+    """One JSON-RPC request to the bridge as an agent; its result."""
+    parts = urlsplit(url)
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=WAIT)
+    try:
+        conn.request(
+            "POST",
+            parts.path,
+            json.dumps(body),
+            {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
+        )
+        response = conn.getresponse()
+        assert response.status == 200, response.status
+        return json.loads(response.read())["result"]
+    finally:
+        conn.close()
+
+
+def wait_registered(bridge, client_id: str, app: ExampleApp) -> None:
+    """Wait until the app's first register was accepted: its tools are then listed."""
+
+    def registered(server) -> bool:
+        assert app.process.poll() is None, f"the app ended: {app.process.communicate()}"
+        channel = server.bridge.apps.get(client_id)
+        return channel is not None and channel.toolset is not None
+
+    bridge.wait_for(registered, timeout=WAIT)
+
+
+# -- the docs show the files ---------------------------------------------------------------------
+
+
+def test_every_example_file_is_run_by_a_test():
+    assert sorted(path.name for path in EXAMPLES.iterdir() if path.is_file()) == sorted(RUN_BY)
+    tests = {name for name, value in globals().items() if name.startswith("test_") and callable(value)}
+    assert set(RUN_BY.values()) <= tests
+
+
+def test_every_code_block_naming_an_example_is_that_files_text():
+    named = [(document, file, text) for document, _, file, text in code_blocks() if file]
+    assert {file for _, file, _ in named} >= {"examples/todo_app.py", "examples/agent_sdk.py"}
+    for document, file, text in named:
+        assert file.startswith("examples/"), (document, file)
+        assert text == (ROOT / file).read_text(), f"{document}: the block of {file} is not the file's text"
+
+
+def test_every_python_block_is_an_example_file():
+    """No Python in the README or docs that is not a file a test runs."""
+    unnamed = [document for document, language, file, _ in code_blocks() if language == "python" and not file]
+    assert unnamed == []
+
+
+def test_each_document_links_the_examples_it_shows():
+    """A reader sees which file a block is: the document links it (GitHub shows no info string)."""
+    for document, _, file, _ in code_blocks():
+        if file:
+            prefix = "" if document == "README.md" else "../"
+            assert f"]({prefix}{file})" in (ROOT / document).read_text(), (document, file)
+
+
+# -- the examples run ----------------------------------------------------------------------------
+
+
+def test_the_todo_app_answers_an_agent(start_bridge):
+    """examples/todo_app.py as the README's "An app" says, then the SDK agent example calls it."""
+    bridge = start_bridge()
+    with running_app(
+        "todo_app.py",
+        CLIENTMCP_CONNECT_URL=bridge.ws_url,
+        CLIENTMCP_CLIENT_TOKEN=bridge.token("client", "my-app"),
+    ) as app:
+        assert app.readline() == f"Connected to {bridge.ws_url} with the tool add_todo; Ctrl-C stops.\n"
+        wait_registered(bridge, "my-app", app)
+        agent = run_example(
+            "agent_sdk.py",
+            CLIENTMCP_AGENT_URL=bridge.mcp_url,
+            CLIENTMCP_AGENT_TOKEN=bridge.token("agent", "my-app"),
+        )
+        assert agent.stdout.splitlines() == [
+            "tools: add_todo",
+            "add_todo: Added Buy milk {'status': 'completed', 'count': 1}",
+        ]
+    bridge.assert_nothing_leaks()
+
+
+def test_the_agents_use_the_demo():
+    """The README's "Agents": with `clientmcp demo` running, the SDK and curl examples list and call."""
+    with running_demo("--port", "0") as demo:
+        env = {"CLIENTMCP_AGENT_URL": demo.url, "CLIENTMCP_AGENT_TOKEN": demo.token}
+        sdk = run_example("agent_sdk.py", **env).stdout.splitlines()
+        assert sdk[0] == "tools: add_todo, list_todos, complete_todo, clear_done"
+        assert sdk[1] == (
+            "add_todo: Added #1: Buy milk "
+            "{'status': 'completed', 'item': {'id': 1, 'title': 'Buy milk', 'done': False}}"
+        )
+        readme = (ROOT / "README.md").read_text()
+        claude = next(line for line in readme.splitlines() if line.startswith("claude mcp add"))
+        printed = next(line for line in demo.lines if "claude mcp add" in line).split(": ", 1)[1]
+        assert claude.replace("$CLIENTMCP_AGENT_TOKEN", demo.token).replace(DEMO_URL, demo.url) == printed
+        answers = [
+            json.loads(line) for line in run_example("agent_curl.sh", **env).stdout.splitlines() if line
+        ]
+        assert [answer["id"] for answer in answers] == [1, 2, 3]
+        assert answers[0]["result"]["serverInfo"]["name"] == "clientmcp"
+        assert [tool["name"] for tool in answers[1]["result"]["tools"]][0] == "add_todo"
+        assert answers[2]["result"]["structuredContent"] == {
+            "status": "completed",
+            "item": {"id": 2, "title": "Buy milk", "done": False},
+        }
+
+
+def test_the_notes_app_answers_as_docs_apps_md_says(start_bridge):
+    """Each tool of examples/notes_app.py: its risk and annotations, and each kind of result."""
+    bridge = start_bridge()
+    token = bridge.token("agent", "notes")
+    with running_app(
+        "notes_app.py",
+        CLIENTMCP_CONNECT_URL=bridge.ws_url,
+        CLIENTMCP_CLIENT_TOKEN=bridge.token("client", "notes"),
+    ) as app:
+        wait_registered(bridge, "notes", app)
+        listed = mcp(bridge.mcp_url, token, "tools/list")["tools"]
+        assert {
+            tool["name"]: (tool["_meta"]["io.github.clientmcp/risk"], tool["annotations"]) for tool in listed
+        } == {
+            "list_notes": ("observe", {"readOnlyHint": True}),
+            "read_note": ("observe", {"readOnlyHint": True}),
+            "write_note": ("operate", {"readOnlyHint": False, "destructiveHint": False}),
+            "delete_note": ("manage", {"destructiveHint": True, "idempotentHint": True}),
+            "mail_notes": (
+                "transact",
+                {"destructiveHint": True, "idempotentHint": False, "openWorldHint": True},
+            ),
+        }
+
+        def call(tool: str, **arguments) -> dict:
+            return mcp(bridge.mcp_url, token, "tools/call", {"name": tool, "arguments": arguments})
+
+        assert call("write_note", name="eggs", text="Buy a dozen") == {
+            "content": [{"type": "text", "text": "Saved eggs"}],
+            "structuredContent": {"status": "completed", "name": "eggs"},
+        }
+        assert call("read_note", name="eggs") == {"content": [{"type": "text", "text": "Buy a dozen"}]}
+        assert call("list_notes") == {
+            "content": [{"type": "text", "text": '{"names": ["eggs"]}'}],
+            "structuredContent": {"names": ["eggs"]},
+        }
+        assert call("mail_notes", to="me@example.com") == {
+            "content": [{"type": "text", "text": "Mailing 1 notes to me@example.com."}],
+            "structuredContent": {"status": "accepted", "operation": "mail-1", "count": 1},
+        }
+        assert call("delete_note", name="milk") == {
+            "content": [{"type": "text", "text": "There is no note 'milk'."}],
+            "isError": True,
+            "structuredContent": {
+                "status": "rejected",
+                "reason": {"code": "not_found", "detail": "There is no note 'milk'."},
+            },
+        }
+        assert call("read_note", name="milk") == {
+            "content": [{"type": "text", "text": "KeyError: 'milk'"}],
+            "isError": True,
+        }
+    # logging.basicConfig's format (LEVEL:logger:message) of what the library says.
+    assert f"INFO:clientmcp.client:connected to {bridge.ws_url}; registering 5 tools\n" in app.log
+    assert (
+        f"INFO:clientmcp.client:connection to {bridge.ws_url} closed with 1000 (a normal close)\n" in app.log
+    )
