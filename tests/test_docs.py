@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
+import tomllib
 from pathlib import Path
 
 from clientmcp_fast.config import OPTIONS
@@ -42,3 +44,22 @@ def test_readme_starts_with_the_demo_and_test_commands():
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^demo:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+# The canonical https://www.apache.org/licenses/LICENSE-2.0.txt, byte for byte.
+APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
+
+
+def test_the_license_files_hold_the_two_licenses_pyproject_names():
+    """pyproject.toml says MIT OR Apache-2.0: both texts are in the repository, and the README links them."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == {"text": "MIT OR Apache-2.0"}
+    assert hashlib.sha256((ROOT / "LICENSE-APACHE").read_bytes()).hexdigest() == APACHE_2_SHA256
+    mit = (ROOT / "LICENSE-MIT").read_text()
+    assert mit.startswith(
+        "MIT License\n\nCopyright (c) 2026 the clientmcp_fast authors\n\nPermission is hereby granted"
+    )
+    assert " ".join(mit.split()).endswith(
+        "OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE."
+    )
+    assert "](LICENSE-MIT)" in README and "](LICENSE-APACHE)" in README
