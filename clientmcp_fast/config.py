@@ -256,6 +256,15 @@ def address_text(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+# A listener on every address is reached from this machine on loopback.
+_LOOPBACK_FOR = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
+
+
+def reachable_host(host: str) -> str:
+    """The address a client on this machine dials for a listener on `host` (a wildcard: loopback)."""
+    return _LOOPBACK_FOR.get(host, host)
+
+
 def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Settings:
     """Settings from the environment, overridden by flags; raises ConfigError."""
     secrets, signing = load_secrets(env)

@@ -18,7 +18,7 @@ from typing import Any
 
 from clientmcp_fast import log
 from clientmcp_fast.client import ClientMCP, completed, rejected
-from clientmcp_fast.config import Settings, address_text, load
+from clientmcp_fast.config import Settings, address_text, load, reachable_host
 from clientmcp_fast.core.tokens import mint
 from clientmcp_fast.net.server import Server, new_event_loop
 
@@ -105,8 +105,6 @@ def todo_app(url: str, token: str, todos: TodoList | None = None) -> ClientMCP:
 # What the demo does unlike `serve` when no setting says otherwise: it is a trial on this
 # machine, so it listens on loopback and logs only warnings beside what it prints.
 DEMO_DEFAULTS = {"CLIENTMCP_HOST": "127.0.0.1", "CLIENTMCP_LOG": "warn"}
-# A listener on every address is reached on loopback.
-_LOOPBACK_FOR = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
 
 
 def demo_settings(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Settings:
@@ -126,7 +124,7 @@ async def _demo(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     server = Server(settings, loop)
     await server.start()
-    address = address_text(_LOOPBACK_FOR.get(settings.host, settings.host), server.port)
+    address = address_text(reachable_host(settings.host), server.port)
     secret = settings.signing_secret
     now = time.time()
     app = todo_app(f"ws://{address}/connect", mint(secret, "client", APP_ID, TOKEN_TTL, now))

@@ -11,17 +11,14 @@ import socket
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
-# A listener on every address is asked on loopback; a named address is asked there.
-_WILDCARDS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
+from clientmcp_fast.config import address_text, reachable_host
+
 MAX_ANSWER_BYTES = 64 * 1024
 
 
 def default_url(host: str, port: int) -> str:
     """The `/healthz` URL of a bridge listening on `host`:`port` (the serve settings)."""
-    address = _WILDCARDS.get(host, host)
-    if ":" in address:
-        address = f"[{address}]"
-    return f"http://{address}:{port}/healthz"
+    return f"http://{address_text(reachable_host(host), port)}/healthz"
 
 
 class Target(NamedTuple):
@@ -51,7 +48,7 @@ def target(url: str) -> Target:
 def problem(asked: Target, timeout: float) -> str | None:
     """None when the target answers 200 with the body `ok`; otherwise what went wrong, in one line."""
     url = asked.url
-    where = f"[{asked.host}]:{asked.port}" if ":" in asked.host else f"{asked.host}:{asked.port}"
+    where = address_text(asked.host, asked.port)
     try:
         with socket.create_connection((asked.host, asked.port), timeout=timeout) as conn:
             conn.sendall(asked.request)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON_TREES = ["clientmcp_fast", "bench", "tests", "packaging", "setup.py"]
+PYTHON_TREES = ["clientmcp_fast", "bench", "tests", "packaging", "examples", "setup.py"]
 
 
 def _ruff(*args: str) -> subprocess.CompletedProcess:

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import jwt
 import psutil
 import pytest
 import websockets
-from agents import MODERN, sdk_agent
+from agents import MODERN, sdk_agent, websocket_app
 from mcp.types import TextContent
 
 from clientmcp_fast.core.tokens import mint
@@ -101,39 +100,6 @@ def served(frozen: Frozen) -> Iterator[Served]:
         bridge.end()
 
 
-@contextlib.asynccontextmanager
-async def websocket_app(bridge: Served, client_id: str) -> AsyncIterator[websockets.ClientConnection]:
-    """An app on the `websockets` library with two tools, `echo` and `slow`, answering calls."""
-    token = bridge.token("client", client_id)
-    async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", token]) as ws:
-        tools = [
-            {"name": "echo", "description": "Echo", "inputSchema": {"type": "object"}},
-            {"name": "slow", "description": "Answers after a while", "inputSchema": {"type": "object"}},
-        ]
-        await ws.send(json.dumps({"type": "register", "tools": tools}))
-        assert json.loads(await asyncio.wait_for(ws.recv(), 10)) == {"type": "registered"}
-
-        async def answer(call: dict[str, Any]) -> None:
-            if call["name"] == "slow":
-                await asyncio.sleep(SLOW_SECONDS)
-            text = json.dumps(call["arguments"], sort_keys=True)
-            result = {"content": [{"type": "text", "text": f"{call['name']}: {text}"}]}
-            await ws.send(json.dumps({"type": "result", "id": call["id"], "result": result}))
-
-        async def serve_calls() -> None:
-            with contextlib.suppress(websockets.ConnectionClosed):
-                async for message in ws:
-                    call = json.loads(message)
-                    if call.get("type") == "call":
-                        asyncio.ensure_future(answer(call))
-
-        answering = asyncio.create_task(serve_calls())
-        try:
-            yield ws
-        finally:
-            answering.cancel()
-
-
 def test_it_runs_the_compiled_extensions(frozen):
     result = frozen.run("--version")
     assert result.returncode == 0, result.stderr
@@ -187,7 +153,7 @@ async def test_the_sdk_calls_an_apps_tools_through_it(served, mode):
             content_types.append(response.headers.get("content-type", ""))
 
     async with (
-        websocket_app(served, "my-app"),
+        websocket_app(served, "my-app", slow_seconds=SLOW_SECONDS),
         sdk_agent(served, "my-app", mode, event_hooks={"response": [record]}) as client,
     ):
         assert [tool.name for tool in (await client.list_tools()).tools] == ["echo", "slow"]

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Self
 
 import httpx2
+import websockets
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -108,6 +109,45 @@ async def online_app(
         yield app
 
 
+@contextlib.asynccontextmanager
+async def websocket_app(
+    bridge: Any, client_id: str, slow_seconds: float = 1.6, ssl: Any = None
+) -> AsyncIterator[websockets.ClientConnection]:
+    """An app on the bare `websockets` library with `echo` and `slow` (answers after `slow_seconds`).
+
+    Each result's text is the tool's name and its arguments as sorted JSON. For peers other
+    than `ClientMCP`: a frozen build, a TLS proxy in front of the bridge (`ssl`).
+    """
+    token = bridge.token("client", client_id)
+    async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", token], ssl=ssl) as ws:
+        tools = [
+            {"name": "echo", "description": "Echo", "inputSchema": {"type": "object"}},
+            {"name": "slow", "description": "Answers after a while", "inputSchema": {"type": "object"}},
+        ]
+        await ws.send(json.dumps({"type": "register", "tools": tools}))
+        assert json.loads(await asyncio.wait_for(ws.recv(), WAIT)) == {"type": "registered"}
+
+        async def answer(call: dict[str, Any]) -> None:
+            if call["name"] == "slow":
+                await asyncio.sleep(slow_seconds)
+            text = json.dumps(call["arguments"], sort_keys=True)
+            result = {"content": [{"type": "text", "text": f"{call['name']}: {text}"}]}
+            await ws.send(json.dumps({"type": "result", "id": call["id"], "result": result}))
+
+        async def serve_calls() -> None:
+            with contextlib.suppress(websockets.ConnectionClosed):
+                async for message in ws:
+                    call = json.loads(message)
+                    if call.get("type") == "call":
+                        asyncio.ensure_future(answer(call))
+
+        answering = asyncio.create_task(serve_calls())
+        try:
+            yield ws
+        finally:
+            answering.cancel()
+
+
 async def wait_registered(app: ClientMCP) -> None:
     """Wait until the bridge answered every register sent so far."""
     await asyncio.wait_for(app.wait_registered(), WAIT)
@@ -143,11 +183,13 @@ def bearer(bridge: Any, client_id: str) -> dict[str, str]:
 async def sdk_agent(bridge: Any, client_id: str, mode: str, **options: Any) -> AsyncIterator[Client]:
     """The official `mcp` SDK client, as MCP.md §C.1 builds it, with an agent token for `client_id`."""
     event_hooks = options.pop("event_hooks", None)
+    verify = options.pop("verify", True)  # a TLS proxy's own certificate authority, for instance
     async with (
         httpx2.AsyncClient(
             headers=bearer(bridge, client_id),
             timeout=httpx2.Timeout(30.0, read=60.0),
             event_hooks=event_hooks,
+            verify=verify,
         ) as http,
         Client(streamable_http_client(bridge.mcp_url, http_client=http), mode=mode, **options) as client,
     ):

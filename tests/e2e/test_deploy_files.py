@@ -1,0 +1,41 @@
+"""deploy/'s files that no test can run here are at least read by their own tools.
+
+The systemd unit goes through `systemd-analyze verify`, which names every unknown key or
+bad value (systemd is not PID 1 on these machines, so the unit is not started). Compose has
+no engine here at all: deploy/compose.yaml is shown in docs/deployment.md and not run.
+The proxies' files are run by test_proxies.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+UNIT = ROOT / "deploy" / "clientmcp.service"
+
+
+def test_the_systemd_unit_is_one_systemd_reads_without_a_complaint(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.fail("systemd-analyze is missing (apt-get install systemd); .ci/run installs it")
+    unit = UNIT.read_text()
+    assert unit.count("ExecStart=/usr/local/bin/clientmcp serve") == 1
+    # verify wants the executable to exist: any will do for reading the rest.
+    copy = tmp_path / "clientmcp.service"
+    copy.write_text(unit.replace("/usr/local/bin/clientmcp", shutil.which("true") or "/bin/true"))
+    done = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "" and done.stdout == "", done.stderr
+
+
+def test_systemd_analyze_would_complain_of_a_bad_key(tmp_path):
+    """The check above can fail: an unknown key is named on stderr."""
+    analyze = shutil.which("systemd-analyze") or "systemd-analyze"
+    copy = tmp_path / "bad.service"
+    copy.write_text("[Service]\nExecStart=/bin/true\nKillSignall=SIGTERM\n")
+    done = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, timeout=60)
+    assert "Unknown key" in done.stderr
