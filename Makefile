@@ -6,14 +6,14 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 # The real peers of tests/conformance and tests/autobahn: Node 22, the official MCP conformance
 # suite and TypeScript SDKs from the committed package-lock.json, and the Autobahn TestSuite,
-# which needs Python 2.7 (pyenv's on these machines; `make test PY27=...` elsewhere).
-PY27 ?= /root/.pyenv/versions/2.7.18/bin/python2.7
+# which needs Python 2.7: python2.7 on PATH if it runs, else pyenv's (`make test PY27=...` to choose).
+PY27 ?= $(shell scripts/prerequisites python27)
 NODE_STAMP := node_modules/.installed
 AUTOBAHN := .autobahn
 AUTOBAHN_STAMP := $(AUTOBAHN)/.installed
 PEERS := $(NODE_STAMP) $(AUTOBAHN_STAMP)
 
-.PHONY: demo test test-compiled test-pure test-container peers bench bench-frozen bench-micro binary image clean
+.PHONY: demo prerequisites test test-compiled test-pure test-container peers bench bench-frozen bench-micro binary image clean
 
 # A typed module is compiled from its .py, typed by the .pxd beside it: a change to either rebuilds.
 TYPED := $(wildcard clientmcp_fast/*/*.pxd)
@@ -26,12 +26,14 @@ $(STAMP): pyproject.toml setup.py $(wildcard _speedups/*.pyx _speedups/*.pxd) $(
 demo: $(STAMP)
 	$(BIN)/clientmcp demo
 
+# npm runs on the machine's Node, which may be older than the Node 22 it installs for the peers:
+# their EBADENGINE warnings say so and nothing else, hence warnings are not printed.
 $(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund
+	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 $(AUTOBAHN_STAMP): tests/autobahn/requirements-py27.txt
-	@test -x $(PY27) || { echo "Python 2.7 is missing at $(PY27): the Autobahn TestSuite needs it (make test PY27=...)" >&2; exit 1; }
+	@test -x "$(PY27)" || { echo "Python 2.7 is missing: the Autobahn TestSuite needs it (make test PY27=...)" >&2; exit 1; }
 	rm -rf $(AUTOBAHN)
 	$(PY27) -m pip install --quiet --disable-pip-version-check --no-warn-script-location --target $(AUTOBAHN) -r $<
 	touch $(AUTOBAHN)/zope/__init__.py  # the zope namespace package, as a plain package under --target
@@ -58,13 +60,17 @@ binary:
 # the command-line tests again against dist/clientmcp.
 test: test-compiled test-pure test-container
 
-test-compiled: $(STAMP) $(PEERS)
+# What the machine must have, checked in a second before any setup or download.
+prerequisites:
+	@PATH="$$PATH:/usr/sbin:/sbin" PYTHON=$(PYTHON) PY27=$(PY27) scripts/prerequisites
+
+test-compiled: prerequisites $(STAMP) $(PEERS)
 	CLIENTMCP_BUILD_EXTENSION=yes CLIENTMCP_PY27=$(PY27) $(BIN)/python -m pytest --ignore=tests/container
 
-test-pure: $(STAMP) $(PEERS)
+test-pure: prerequisites $(STAMP) $(PEERS)
 	CLIENTMCP_NO_EXTENSIONS=1 CLIENTMCP_PY27=$(PY27) $(BIN)/python -m pytest --ignore=tests/container
 
-test-container: $(STAMP) image binary
+test-container: prerequisites $(STAMP) image binary
 	CLIENTMCP_IMAGE=$(IMAGE) $(BIN)/python -m pytest tests/container
 	CLIENTMCP_COMMAND=$(CURDIR)/dist/clientmcp $(BIN)/python -m pytest tests/e2e/test_cli.py tests/e2e/test_health.py
 
