@@ -9,15 +9,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:?usage: packaging/build.sh image [TAG] | binary [DIR]}
+# The image's build stage is tagged TAG-build too: bench/frozen.py runs the same bridge from its
+# virtualenv, on the same Python as the frozen builds, to tell packaging from interpreter.
+tag=${2:-clientmcp}
 case $what in
-    image) arguments=(-t "${2:-clientmcp}") ;;
+    image) arguments=(-t "$tag") ;;
     binary) arguments=(--target binary --output "type=local,dest=${2:-dist}") ;;
     *) echo "usage: packaging/build.sh image [TAG] | binary [DIR]" >&2; exit 2 ;;
 esac
 base=$(sed -n 's/^FROM \([^ ]*\) AS build$/\1/p' Dockerfile)
 
 if docker info >/dev/null 2>&1; then
-    exec docker build "${arguments[@]}" .
+    docker build "${arguments[@]}" .
+    [ "$what" != image ] || docker build --target build -t "$tag-build" .
+    exit
 fi
 podman=(${PODMAN:-podman --storage-driver vfs})
 command -v "${podman[0]}" >/dev/null || {
@@ -29,4 +34,6 @@ if ! "${podman[@]}" image exists "$base"; then
 fi
 # --isolation chroot: RUN steps need no cgroups or namespaces of their own (a nested sandbox has
 # none). --format docker: the OCI format has no HEALTHCHECK, and podman would drop it.
-"${podman[@]}" build --isolation chroot --format docker "${arguments[@]}" .
+build=("${podman[@]}" build --isolation chroot --format docker)
+"${build[@]}" "${arguments[@]}" .
+[ "$what" != image ] || "${build[@]}" --target build -t "$tag-build" . >/dev/null

@@ -14,6 +14,7 @@ command -v debootstrap >/dev/null || { echo "debian-base: debootstrap is missing
 [ "$(id -u)" -eq 0 ] || { echo "debian-base: debootstrap needs root" >&2; exit 1; }
 
 root=$(mktemp -d "${TMPDIR:-/tmp}/clientmcp-base.XXXXXX")
+chmod 755 "$root"  # it becomes the image's /, which mktemp's 0700 would close to every other user
 trap 'rm -rf "$root"' EXIT
 debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.log" 2>&1 \
     || { tail -20 "$root.log" >&2; echo "debian-base: debootstrap failed (log above)" >&2; exit 1; }
