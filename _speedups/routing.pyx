@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Request-target routing (BRIDGE.md §1); the compiled twin of `clientmcp_fast/_pure/routing.py`."""
+"""Request-target routing (docs/configuration.md, Paths); the compiled twin of `clientmcp_fast/_pure/routing.py`."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.string cimport memchr

@@ -1,1 +1,1 @@
-"""The benchmark suite of issue 4: `python -m bench` (see bench/__main__.py and bench/run.py)."""
+"""The benchmark suite of docs/benchmarks.md: `python -m bench` (see bench/__main__.py and bench/run.py)."""

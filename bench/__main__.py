@@ -1,4 +1,4 @@
-"""`python -m bench`: measure the bridge beside the published Rust numbers (issue 4).
+"""`python -m bench`: measure the bridge beside the published Rust numbers (docs/benchmarks.md).
 
 Starts a bridge, a compiled app and wrk (and the pure-Python bridge, the `mcp` SDK's
 server and idle clients), prints one table, and saves it as bench/results/<time>.json,

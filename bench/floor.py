@@ -3,7 +3,7 @@
 Three bare uvloop servers, for reading figures 1, 2 and 4 on a noisy, virtualised machine:
 - `--http PORT`: httptools parses each request and the answer is a fixed tools/call result
   (no app behind it, no checks): the least a Python HTTP server can spend per call;
-- `--bridge PORT`: the minimal bridge of issue 4 ("a minimal bridge that coalesces its
+- `--bridge PORT`: the minimal bridge of docs/benchmarks.md ("a minimal bridge that coalesces its
   WebSocket writes to the app into one write per loop iteration"): each request becomes a
   call frame to the one app connected at `/connect`, the app's result goes back to that
   agent, and nothing is checked (no token, header, JSON or timeout): the least the same

@@ -6,7 +6,7 @@ One tools/call goes through the real `HttpProtocol` (request in, answer out) and
 app's `AppChannel` (call out, result in) over fake transports, so no syscall or event
 loop is counted (what the bridge schedules with `call_soon` is run by the harness, see
 `StepLoop`). `--era ping` counts an app's exact `{"type":"ping"}` and its pong instead;
-`--era minimal` counts the legacy call through issue 4's minimal bridge (`bench/floor.py
+`--era minimal` counts the legacy call through the minimal bridge (`bench/floor.py
 --bridge`, nothing checked) on the same harness: the yardstick for the bridge's count.
 The command runs itself under `valgrind --tool=callgrind` for N and 2N calls and prints
 the difference divided by N, once with the bridge and once with the bridge's entry

@@ -1,12 +1,13 @@
 """The bench's output: one table beside the published Rust numbers, a JSON file and a PNG chart.
 
 The Rust figures are those its README publishes (§08 "Measured"), on 2 shared vCPUs
-with the load generator on the same machine; the targets are issue 4's. Figures 5 and 6
+with the load generator on the same machine; the targets are those of docs/benchmarks.md. Figures 5 and 6
 are ratios measured in the same run, never against numbers from another run. The
 "floor" rows (bench/floor.py) show what a server doing next to nothing costs on this
 machine in the same run, so that a noisy or slow machine can be told from a slow bridge;
 the "minimal bridge" rows do the same for the whole round trip through an app: they are
-what issue 4's own reference (9.3-9.6 µs per call on its machine) costs on this one.
+what the targets' own reference (9.3-9.6 µs per call on the machine they were set on) costs
+on this one (docs/benchmarks.md, Method).
 The "work per call" rows (full runs, with valgrind) compare the two bridges by callgrind's
 count, which the machine's noise cannot move (`python -m bench.instructions`).
 """

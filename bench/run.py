@@ -19,7 +19,7 @@ Method (every figure is measured in one run, side by side, because the machine i
     (`bench/sdk_server.py`); figure 6 against a second bridge with
     `CLIENTMCP_NO_EXTENSIONS=1` (with its own app); the floor against a bare uvloop +
     httptools server answering a fixed result (`bench/floor.py --http`); the minimal
-    bridge (`bench/floor.py --bridge`, with its own app) against issue 4's reference: a
+    bridge (`bench/floor.py --bridge`, with its own app) against the targets' reference (docs/benchmarks.md): a
     round trip through the app with batched writes and nothing checked.
 - Idle clients (figures 3, 4): a fresh bridge (app idle timeout raised, so no client is
   dropped while the bench works); its RSS with no client; `bench/idle.py` connects N

@@ -1,4 +1,4 @@
-"""The app side of ClientMCP: connect with a token, expose tools, answer the bridge's calls (spec §3).
+"""The app side of ClientMCP: connect with a token, expose tools, answer the bridge's calls (ClientMCP v1 §3).
 
     app = ClientMCP("ws://127.0.0.1:8080/connect", token)
     app.expose("add_todo", handler=add_todo, description="Add a todo",
@@ -44,7 +44,7 @@ SUBPROTOCOL = "clientmcp.v1"
 PING = '{"type":"ping"}'
 RISK_META = "io.github.clientmcp/risk"
 
-# BRIDGE.md §8: the MCP annotations each risk level implies.
+# docs/apps.md, Risk levels (ClientMCP v1 §9.1): the MCP annotations each risk level implies.
 RISK_ANNOTATIONS: dict[str, dict[str, bool]] = {
     "observe": {"readOnlyHint": True},
     "operate": {"readOnlyHint": False, "destructiveHint": False},
@@ -52,7 +52,7 @@ RISK_ANNOTATIONS: dict[str, dict[str, bool]] = {
     "transact": {"destructiveHint": True, "idempotentHint": False, "openWorldHint": True},
 }
 
-# Close codes after which reconnecting cannot help (BRIDGE.md §3): replaced (MUST NOT),
+# Close codes after which reconnecting cannot help (docs/protocol.md, Close codes): replaced (MUST NOT),
 # a protocol bug, and a refused token (unless a token function can mint a new one).
 _NO_RECONNECT = {4409, 4400, 1007, 1002}
 
@@ -110,7 +110,7 @@ def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
     return result
 
 
-# The outcome's own members: an app's further data must not use these names (spec §9.2).
+# The outcome's own members: an app's further data must not use these names (ClientMCP v1 §9.2).
 OUTCOME_MEMBERS = frozenset({"status", "operation", "reason"})
 
 
@@ -122,17 +122,17 @@ def _outcome(status: str, data: dict[str, Any], **own: Any) -> dict[str, Any]:
 
 
 def completed(message: str = "Done.", **data: Any) -> dict[str, Any]:
-    """Outcome `completed`: the change holds, seen in the app's own state (spec §9.2)."""
+    """Outcome `completed`: the change holds, seen in the app's own state (ClientMCP v1 §9.2)."""
     return {**text_result(message), "structuredContent": _outcome("completed", data)}
 
 
 def accepted(operation: str, message: str = "Started.", **data: Any) -> dict[str, Any]:
-    """Outcome `accepted`: it started and goes on as `operation` (spec §9.2)."""
+    """Outcome `accepted`: it started and goes on as `operation` (ClientMCP v1 §9.2)."""
     return {**text_result(message), "structuredContent": _outcome("accepted", data, operation=operation)}
 
 
 def rejected(code: str, detail: str, **data: Any) -> dict[str, Any]:
-    """Outcome `rejected`: nothing changed; `code` is for the agent, `detail` for a reader (spec §9.2)."""
+    """Outcome `rejected`: nothing changed; `code` is for the agent, `detail` for a reader (ClientMCP v1 §9.2)."""
     return {
         **text_result(detail, is_error=True),
         "structuredContent": _outcome("rejected", data, reason={"code": code, "detail": detail}),
@@ -240,7 +240,7 @@ class ClientMCP:
         self._register_if_connected()
 
     def register_message(self) -> str:
-        """The register message declaring the current tool set (spec §3.2)."""
+        """The register message declaring the current tool set (ClientMCP v1 §3.2)."""
         message: dict[str, Any] = {
             "type": "register",
             "tools": [tool.definition for tool in self.tools.values()],
@@ -259,7 +259,7 @@ class ClientMCP:
         await self.close()
 
     async def connect(self, timeout: float = 10.0) -> None:
-        """Connect and register; returns once the bridge answered `registered` (spec §3.2).
+        """Connect and register; returns once the bridge answered `registered` (ClientMCP v1 §3.2).
 
         Raises ConnectionError, saying why in words, when that has not happened within
         `timeout` seconds (attempts are retried with the backoff meanwhile) or when the
@@ -409,7 +409,7 @@ class ClientMCP:
             self.close_reason = close.reason if close is not None else ""
 
     async def _keep_alive(self, conn: _Connection) -> None:
-        # Spec §3.2: ping after 25 s without sending; nothing heard within 10 s of a ping means a
+        # ClientMCP v1 §3.2: ping after 25 s without sending; nothing heard within 10 s of a ping means a
         # dead link. Waiting for an answer never holds up the next ping.
         loop = asyncio.get_running_loop()
         unanswered: float | None = None  # when the oldest ping not yet followed by anything was sent

@@ -1,4 +1,4 @@
-"""Settings from the environment and `clientmcp serve` flags (BRIDGE.md §1, §6).
+"""Settings from the environment and `clientmcp serve` flags (docs/configuration.md).
 
 Every setting has an environment variable `CLIENTMCP_<NAME>` and a flag `--<name>`;
 a flag wins over the environment. Secrets come from the environment only, because a
@@ -204,7 +204,7 @@ def load_secrets(env: Mapping[str, str]) -> tuple[tuple[bytes, ...], bytes]:
             raise ConfigError(
                 f"{name} holds a secret of {len(secret)} bytes: at least {MIN_SECRET_BYTES} are needed"
             )
-    # The signer is CLIENTMCP_SECRET if set, else the first of the list (BRIDGE.md §1).
+    # The signer is CLIENTMCP_SECRET if set, else the first of the list (docs/configuration.md, Secrets and tokens).
     return tuple(dict.fromkeys(secret for _, secret in named)), named[0][1]
 
 

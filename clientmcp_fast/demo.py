@@ -1,7 +1,7 @@
 """`clientmcp demo`: a bridge on 127.0.0.1 with a generated secret, and a todo app connected to it.
 
 The app is built on `clientmcp_fast.client` and follows the risk and outcome conventions
-of BRIDGE.md §8; it prints what an agent needs to use it.
+of docs/apps.md (Risk levels; Outcomes); it prints what an agent needs to use it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `FrameReader.feed()` turns the bytes a client sends into `(opcode, fin, payload)` tuples,
 unmasked. An unfragmented text frame holding exactly `{"type":"ping"}` comes out as the
 pseudo-opcode `OP_EXACT_PING` with an empty payload, so that the bridge answers the
-ping with fixed bytes before any UTF-8 or JSON work (spec §3.2, BRIDGE.md §3).
+ping with fixed bytes before any UTF-8 or JSON work (ClientMCP v1 §3.2, docs/protocol.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """HTTP/1.1 request reading on httptools; the pure-Python twin of `_speedups/http_reader.pyx`.
 
 `RequestReader.feed()` turns the bytes of one connection into `Request` objects appended
-to the connection's queue, enforcing the head and body limits of BRIDGE.md §6. It is
+to the connection's queue, enforcing the head and body limits of docs/configuration.md. It is
 httptools' callback object, so each header costs a Python call here; the compiled twin
 drives the same llhttp from C, with no Python call per header. What happens to a
 request is the connection's business.

@@ -1,4 +1,4 @@
-"""Request-target routing (BRIDGE.md §1); the pure-Python twin of `_speedups/routing.pyx`."""
+"""Request-target routing (docs/configuration.md, Paths); the pure-Python twin of `_speedups/routing.pyx`."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ NOT_TEXT = _NotText()
 # What `result_shape` finds.
 SHAPE_BAD = 0  # not an object with a content array
 SHAPE_CONTENT = 1  # an object with a content array
-SHAPE_TYPED = 2  # the same, with a resultType member (BRIDGE.md §5.1)
+SHAPE_TYPED = 2  # the same, with a resultType member (docs/protocol.md, Mapping)
 
 
 def first_byte(json: bytes) -> int:

@@ -1,7 +1,7 @@
-"""The agent endpoint: MCP Streamable HTTP in both eras, answered from the bridge (spec §4, BRIDGE.md §5).
+"""The agent endpoint: MCP Streamable HTTP in both eras, answered from the bridge (ClientMCP v1 §4, docs/protocol.md).
 
-`AgentEndpoint.handle()` runs BRIDGE.md §5.0's checks in their order (Origin, preflight,
-token, method, Accept, body size, JSON, era, then the modern ladder of MCP.md §D.2),
+`AgentEndpoint.handle()` runs the checks of docs/protocol.md in their order (Origin, preflight,
+token, method, Accept, body size, JSON, era, then the modern ladder),
 then maps the request onto the bridge. Every request stands alone: the only state kept
 is the map of legacy calls that a `notifications/cancelled` may name.
 """
@@ -65,8 +65,8 @@ if TYPE_CHECKING:
 MODERN = "2026-07-28"
 LEGACY = ("2025-11-25", "2025-06-18", "2025-03-26")
 LATEST_LEGACY = "2025-11-25"
-UNNAMED_LEGACY = "2025-03-26"  # a request that names no revision (MCP.md §B.1)
-# server/discover's supportedVersions and -32022's `supported` are this one list (MCP.md §A.3).
+UNNAMED_LEGACY = "2025-03-26"  # a request that names no revision (MCP 2025-06-18, basic/transports)
+# server/discover's supportedVersions and -32022's `supported` are this one list (docs/protocol.md).
 SUPPORTED = (MODERN, *LEGACY)
 
 META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
@@ -107,7 +107,7 @@ def sse_event(payload: bytes) -> bytes:
 
 
 def tool_error(text: str, modern: bool) -> bytes:
-    """A CallToolResult with `isError: true`: how availability problems reach the model (spec §4.3)."""
+    """A CallToolResult with `isError: true`: how availability problems reach the model (ClientMCP v1 §4.3)."""
     body = b'{"content":[{"type":"text","text":' + orjson.dumps(text) + b'}],"isError":true}'
     return b'{"resultType":"complete",' + body[1:] if modern else body
 
@@ -148,7 +148,7 @@ def _bearer_token(authorization: bytes) -> bytes:
 def _parse_accept(value: bytes | None) -> tuple[bool, bool, bool]:
     """From an Accept header: (JSON acceptable, SSE acceptable, SSE named explicitly)."""
     if value is None:
-        return True, True, False  # no Accept header means */* (BRIDGE.md §5.0)
+        return True, True, False  # no Accept header means */* (docs/protocol.md, Which era serves a request)
     json_ok = sse_ok = sse_named = False
     for item in value.split(b","):
         media, *parameters = item.split(b";")
@@ -275,7 +275,7 @@ class _Context(Call):
             self.reply(body)
 
     def abandoned(self) -> None:
-        """The agent hung up before the answer: the app gets `cancel` (BRIDGE.md §5.1)."""
+        """The agent hung up before the answer: the app gets `cancel` (docs/protocol.md, Mapping)."""
         self.bridge.abandon(self)  # type: ignore[union-attr]
 
     def cancelled(self) -> None:
@@ -290,7 +290,7 @@ class _Context(Call):
 
 
 class ListenStream:
-    """A modern `subscriptions/listen` stream (MCP.md §A.8): the bridge's `NotificationStream`."""
+    """A modern `subscriptions/listen` stream (MCP 2026-07-28, subscriptions): the bridge's `NotificationStream`."""
 
     __slots__ = ("exchange", "id_json", "tools")
 
@@ -325,7 +325,7 @@ class ListenStream:
 
 
 class LegacyStream:
-    """A legacy GET notification stream (MCP.md §B.4): the bridge's `NotificationStream`."""
+    """A legacy GET notification stream (MCP 2025-11-25, basic/transports): the bridge's `NotificationStream`."""
 
     __slots__ = ("exchange",)
 
@@ -360,7 +360,7 @@ class AgentEndpoint:
         self._bearer_cache: dict[bytes, bytes] = {}
         self._name_cache: dict[bytes, str | None] = {}
 
-    # -- the order of checks (BRIDGE.md §5.0) -----------------------------------------------
+    # -- the order of checks (docs/protocol.md, Which era serves a request) -----------------
 
     def handle(self, exchange: Exchange, path_token: bytes, now: float) -> None:
         """Answer one HTTP request to the agent endpoint."""
@@ -471,7 +471,7 @@ class AgentEndpoint:
     def _authenticate(
         self, exchange: Exchange, authorization: bytes | None, path_token: bytes, cors: Headers, now: float
     ) -> str | None:
-        """The client ID the agent token selects; None after answering 401 (spec §4)."""
+        """The client ID the agent token selects; None after answering 401 (ClientMCP v1 §4)."""
         token = None
         if authorization is not None:
             cache = self._bearer_cache
@@ -530,7 +530,7 @@ class AgentEndpoint:
         exchange.start_stream((*SSE_HEADERS, *context.cors))
         return True
 
-    # -- era routing (BRIDGE.md §5.0) -------------------------------------------------------
+    # -- era routing (docs/protocol.md, Which era serves a request) -------------------------
 
     def _route(self, context: _Context, message: Message, now: float) -> None:
         request = context.exchange.request
@@ -583,7 +583,7 @@ class AgentEndpoint:
         id_json = valid_id(raw_id)
         method = message.method
         if raw_id is UNSET and isinstance(method, str):
-            context.accepted()  # notifications are accepted and ignored (BRIDGE.md §5.0)
+            context.accepted()  # notifications are accepted and ignored (docs/protocol.md)
             return
         if id_json is None or message.jsonrpc != "2.0" or not isinstance(method, str):
             id_json = NULL_ID if id_json is None else id_json
@@ -714,7 +714,7 @@ class AgentEndpoint:
         instructions = self._instructions(context.client_id)
         if instructions is not None:
             body["instructions"] = instructions
-        # The session id only namespaces the ids a notifications/cancelled names (spec §4.1).
+        # The session id only namespaces the ids a notifications/cancelled names (ClientMCP v1 §4.1).
         session = os.urandom(16).hex().encode()  # secrets.token_hex, without importing `secrets`
         context.reply(jsonrpc_result(id_json, orjson.dumps(body)), ((b"mcp-session-id", session),))
 
@@ -738,7 +738,7 @@ class AgentEndpoint:
         _Batch(self, context, elements, now)
 
     def _cancel(self, context: _Context, params: Params) -> None:
-        """Cancel the legacy call of this client ID and session that the id names (BRIDGE.md §5.1)."""
+        """Cancel the legacy call of this client ID and session that the id names (docs/protocol.md, Mapping)."""
         request_id = valid_id(params.requestId)
         app = self.bridge.apps.get(context.client_id)
         if request_id is None or app is None:
@@ -792,7 +792,7 @@ class AgentEndpoint:
             return
         arguments = params.arguments
         if arguments is UNSET or (len(arguments) == 4 and bytes(arguments) == b"null"):
-            arguments = b"{}"  # absent arguments reach the app as {} (BRIDGE.md §5.1)
+            arguments = b"{}"  # absent arguments reach the app as {} (docs/protocol.md, Mapping)
         elif first_byte(arguments) != 0x7B:  # "{"
             context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: arguments must be an object")
             return

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from clientmcp_fast.core.channel import AppChannel
 
-# BRIDGE.md §5.3: notification streams get an SSE comment this often.
+# docs/protocol.md, Notification streams: get an SSE comment this often.
 STREAM_KEEPALIVE_SECONDS = 15.0
 
 
@@ -86,7 +86,7 @@ class Bridge:
     # -- apps -------------------------------------------------------------------------------
 
     def attach(self, app: AppChannel, now: float) -> None:
-        """A connection proved it may be `app.client_id`; the newest one wins (spec §3.1)."""
+        """A connection proved it may be `app.client_id`; the newest one wins (ClientMCP v1 §3.1)."""
         client_id = app.client_id
         assert client_id is not None
         older = self.apps.get(client_id)
@@ -100,14 +100,14 @@ class Bridge:
             self._wake(self._sweep_at)
 
     def registered(self, app: AppChannel, toolset: ToolSet) -> None:
-        """An accepted register replaced the app's tool set (spec §3.2)."""
+        """An accepted register replaced the app's tool set (ClientMCP v1 §3.2)."""
         previous = app.toolset or EMPTY_TOOLSET
         app.toolset = toolset
         if self.apps.get(app.client_id) is app and not toolset.same_tools(previous):  # type: ignore[arg-type]
             self._announce(app.client_id)  # type: ignore[arg-type]
 
     def detach(self, app: AppChannel) -> None:
-        """The app's connection is ending: its calls fail now, its tools disappear (spec §5.3)."""
+        """The app's connection is ending: its calls fail now, its tools disappear (ClientMCP v1 §5.3)."""
         if app.calls:
             calls = list(app.calls.values())
             app.calls.clear()
@@ -227,7 +227,7 @@ class Bridge:
     # -- shutdown ---------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Graceful end (BRIDGE.md §7): fail every call, close every app with 1001, end streams."""
+        """Graceful end (docs/protocol.md, Shutdown): fail every call, close every app with 1001, end streams."""
         self.shutting_down = True
         for call in self.calls:
             app = call.app

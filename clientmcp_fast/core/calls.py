@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from clientmcp_fast.core.channel import AppChannel
 
-# Spec §4.3: a call still running after a second is answered as an SSE stream, with an
+# ClientMCP v1 §4.3: a call still running after a second is answered as an SSE stream, with an
 # SSE comment every second until the answer.
 STREAM_AFTER_SECONDS = 1.0
 STREAM_KEEPALIVE_SECONDS = 1.0
@@ -82,7 +82,7 @@ class InFlightCalls:
         """Track a new call; the deadline to wake up for if it is now the earliest one."""
         self._seq = seq = self._seq + 1
         call.seq = seq
-        # Unique among all calls of this bridge, so certainly among a connection's (spec §3.2).
+        # Unique among all calls of this bridge, so certainly among a connection's (ClientMCP v1 §3.2).
         call.id = f"{seq}"  # (compiled, an f-string formats the C integer directly)
         call.app = app
         call.deadline = deadline = now + self.timeout

@@ -1,4 +1,4 @@
-"""One app's connection as the bridge sees it: token, register, results and pings (spec §3).
+"""One app's connection as the bridge sees it: token, register, results and pings (ClientMCP v1 §3).
 
 `AppChannel` is the WebSocket's message handler. It holds what the bridge knows of
 the app on this connection (client ID, latest tool set, calls in flight) and leaves
@@ -37,7 +37,7 @@ SUBPROTOCOL = "clientmcp.v1"
 
 
 def client_channel_handshake(headers: dict[bytes, bytes]) -> tuple[bytes, str | None]:
-    """The 101 response to an app's upgrade, and the token it offers (spec §3.1).
+    """The 101 response to an app's upgrade, and the token it offers (ClientMCP v1 §3.1).
 
     The token is the offered value that does not begin with `clientmcp.`; None when
     there is none or more than one, which `AppChannel.open` turns into 4401.
@@ -78,7 +78,7 @@ class AppChannel(MessageHandler):
     # -- lifecycle, driven by the I/O layer -------------------------------------------------
 
     def open(self, token: str | None, now: float) -> None:
-        """The handshake is done: check the offered token and take the client ID (spec §3.1)."""
+        """The handshake is done: check the offered token and take the client ID (ClientMCP v1 §3.1)."""
         bridge = self.bridge
         if bridge.shutting_down:
             self.close(1001, "bridge shutting down")
@@ -100,7 +100,7 @@ class AppChannel(MessageHandler):
         bridge.attach(self, now)
 
     def receive_data(self, data: bytes, now: float) -> None:
-        """Bytes from the app; anything received counts as a sign of life (BRIDGE.md §3)."""
+        """Bytes from the app; anything received counts as a sign of life (docs/protocol.md, Close codes: 4408)."""
         self.last_seen = now
         self.ws.receive_data(data)
 
@@ -123,7 +123,7 @@ class AppChannel(MessageHandler):
         self.close(4429, "the app does not read: unsent data passed the hard limit")
 
     def close(self, code: int, reason: str) -> None:
-        """Close the connection with a close code; its calls fail at once (spec §5.3)."""
+        """Close the connection with a close code; its calls fail at once (ClientMCP v1 §5.3)."""
         self.ws.close(code, reason)
 
     @property
@@ -168,7 +168,7 @@ class AppChannel(MessageHandler):
             self.ws.send_frame(PONG_FRAME)
         elif kind in BRIDGE_TYPES:
             self.close(4400, f"{kind} is sent by the bridge, never by an app")
-        # Any other type is ignored, for forward compatibility (spec §3.2).
+        # Any other type is ignored, for forward compatibility (ClientMCP v1 §3.2).
 
     def _on_result(self, message) -> None:
         call_id = message.id

@@ -1,7 +1,7 @@
 """JSON-RPC 2.0 as MCP uses it: decoding requests in one pass, and building answers from bytes.
 
 Ids are kept as the exact JSON the agent sent (`msgspec.Raw`), so an answer or a
-subscription tag carries the id with its JSON type unchanged (MCP.md §A.8).
+subscription tag carries the id with its JSON type unchanged (MCP 2026-07-28, subscriptions).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 # such member kept as JSON, then read by `speedups.json_member`: after `decode_body`, a
 # member that was not a string holds None (JSON null) or NOT_TEXT (any other JSON).
 class Meta(msgspec.Struct, gc=False):
-    """The members of `params._meta` the bridge reads (MCP.md §A); any others are skipped.
+    """The members of `params._meta` the bridge reads (MCP 2026-07-28, basic/index); any others are skipped.
 
     A struct rather than a dict: its long keys are matched, not made into strings and hashed.
     """

@@ -1,4 +1,4 @@
-"""The bridge's limits (BRIDGE.md §6): the fixed 4 MiB message size, and the tunable rest."""
+"""The bridge's limits (docs/configuration.md, Settings): the fixed 4 MiB message size, and the tunable rest."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 MiB = 1024 * 1024
 
-# Spec §3.2 and §6 fix this on every bridge, so that an app can check a result before
+# ClientMCP v1 §3.2 and §6 fix this on every bridge, so that an app can check a result before
 # sending it: a constant, never a setting.
 MAX_MESSAGE_BYTES = 4 * MiB
 
-# A 2025-03-26 batch is served element by element within one turn of the loop: BRIDGE.md is
+# A 2025-03-26 batch is served element by element within one turn of the loop: the protocol is
 # silent, and 4 MiB of `{}` elements (1.4 million) stalled the whole bridge for over 15 s.
 # A thousand, as many as one app may have calls in flight, takes some 20 ms.
 MAX_BATCH_ELEMENTS = 1_000
@@ -21,7 +21,7 @@ MAX_CLOSE_REASON_BYTES = 123
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Every bound of BRIDGE.md §6 that an operator may change, with its default."""
+    """Every bound of docs/configuration.md, Settings, that an operator may change, with its default."""
 
     max_head_bytes: int = 16 * 1024
     max_pipelined: int = 16

@@ -1,4 +1,4 @@
-"""The client channel's JSON messages (spec §3.2): typed decoding of what apps send, and what we send.
+"""The client channel's JSON messages (ClientMCP v1 §3.2): typed decoding of what apps send, and what we send.
 
 One reusable decoder reads every app message into `AppMessage`, whose members cover all
 known types; members whose meaning depends on the type stay `msgspec.Raw` until the
@@ -15,7 +15,7 @@ import msgspec
 from clientmcp_fast.core.jsonrpc import copied, loose_struct
 from clientmcp_fast.speedups import json_member
 
-# Types that only the bridge sends: an app sending one has a bug (BRIDGE.md §3, 4400).
+# Types that only the bridge sends: an app sending one has a bug (docs/protocol.md, Close codes: 4400).
 BRIDGE_TYPES = frozenset({"registered", "call", "cancel", "pong"})
 
 REGISTERED = b'{"type":"registered"}'

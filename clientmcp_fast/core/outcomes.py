@@ -1,7 +1,7 @@
-"""The tool errors an agent gets when a call cannot be answered by the app (BRIDGE.md §5.2).
+"""The tool errors an agent gets when a call cannot be answered by the app (docs/protocol.md, Call outcomes).
 
 They are tool results with `isError: true`, not protocol errors, so that the model
-learns why the tool failed and can tell the user (spec §4.3).
+learns why the tool failed and can tell the user (ClientMCP v1 §4.3).
 """
 
 OFFLINE = "The application is not connected: its tools are unavailable until it reconnects."

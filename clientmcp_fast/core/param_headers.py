@@ -1,6 +1,6 @@
-"""`x-mcp-header` annotations on tool schemas (MCP.md §A.4), found the way the MCP SDK finds them.
+"""`x-mcp-header` annotations on tool schemas (MCP 2026-07-28, basic/transports), found the way the MCP SDK finds them.
 
-A register is refused when an annotation breaks MCP's rules (BRIDGE.md §4); the
+A register is refused when an annotation breaks MCP's rules (docs/protocol.md, Register validation); the
 annotations kept here are what modern `tools/call` requests are checked against.
 """
 
@@ -46,7 +46,7 @@ _SUBSCHEMA_MAP = frozenset({"patternProperties", "dependentSchemas", "$defs", "d
 
 
 # Property and header names are the app's: cut in messages, which end up in a close
-# reason of at most 123 bytes that must still name the problem (BRIDGE.md §3).
+# reason of at most 123 bytes that must still name the problem (docs/protocol.md, Close codes).
 _SHOWN_BYTES = 30
 
 
@@ -155,7 +155,7 @@ def _matches(param_type: str, value: Any, rendered: str, decoded: str) -> bool:
         and (isinstance(value, int) or (isinstance(value, float) and value.is_integer()))
         and _CANONICAL_DECIMAL.fullmatch(decoded)
     ):
-        # Integers compare as numbers (MCP.md §A.4: 42.0 == 42), exactly, without floats.
+        # Integers compare as numbers (MCP 2026-07-28: 42.0 == 42), exactly, without floats.
         whole, _, fraction = decoded.partition(".")
         return (not fraction or set(fraction) == {"0"}) and int(whole) == int(value)
     return decoded == rendered

@@ -1,4 +1,4 @@
-"""A `register` message checked against spec §3.2 and BRIDGE.md §4, and the tool set it declares."""
+"""A `register` message checked against ClientMCP v1 §3.2 and docs/protocol.md, and the tool set it declares."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ _SHARED: WeakValueDictionary[tuple[bytes, str | None, int], ToolSet] = WeakValue
 
 
 def _problem(index: int, name: Any, problem: str) -> RegisterError:
-    """`tools[i] "name": problem`, the name cut so that the whole fits a close frame (BRIDGE.md §3)."""
+    """`tools[i] "name": problem`, the name cut so that the whole fits a close frame (docs/protocol.md, Close codes)."""
     head = f"tools[{index}]"
     if isinstance(name, str):
         # A close reason is cut at 123 bytes: shorten the name rather than lose the problem.

@@ -1,4 +1,4 @@
-"""Stateless credentials: HS256 JWTs naming a client ID and a role (spec §2, BRIDGE.md §2).
+"""Stateless credentials: HS256 JWTs naming a client ID and a role (ClientMCP v1 §2, docs/configuration.md).
 
 The clock is not read here: `now` is passed in, so every rule is tested without waiting.
 """
@@ -20,7 +20,7 @@ CLOCK_SKEW_SECONDS = 60.0
 
 CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 
-# Spec §2: "Other claims are ignored", so PyJWT must not judge aud, iat, iss, jti or sub
+# ClientMCP v1 §2: "Other claims are ignored", so PyJWT must not judge aud, iat, iss, jti or sub
 # on its own; exp and nbf are checked below against the `now` we are given.
 _PYJWT_OPTIONS = {
     "verify_signature": True,

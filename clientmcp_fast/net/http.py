@@ -207,7 +207,7 @@ class HttpProtocol:
     # -- requests in, answers out -----------------------------------------------------------
 
     def _arm(self) -> None:
-        """Set the one timeout that applies now (BRIDGE.md §6); the clock is read only on a change."""
+        """Set the one timeout that applies now (docs/configuration.md); the clock is read only on a change."""
         if self._current is not None or self._queue or self._closed:
             # An answer is owed: no timeout.
             if self._phase != _BUSY:
@@ -330,7 +330,7 @@ class HttpProtocol:
             self.transport.close()
 
     def expire(self) -> None:
-        """The head, body or keep-alive timeout passed: close without an answer (BRIDGE.md §6)."""
+        """The head, body or keep-alive timeout passed: close without an answer (docs/configuration.md, Settings)."""
         self.deadline = None
         self._close()
 

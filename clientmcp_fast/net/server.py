@@ -99,7 +99,7 @@ class Server:
         logger.info("listening on %s", address_text(host, self.port))
 
     async def run(self) -> None:
-        """Serve until SIGTERM or SIGINT, then shut down gracefully (BRIDGE.md §7)."""
+        """Serve until SIGTERM or SIGINT, then shut down gracefully (docs/protocol.md, Shutdown)."""
         await self.start()
         stop = self.loop.create_future()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -114,7 +114,7 @@ class Server:
     # -- connections ------------------------------------------------------------------------
 
     def admit_http(self, conn: HttpProtocol) -> bool:
-        """Take a new HTTP connection, unless the total cap is reached (BRIDGE.md §6)."""
+        """Take a new HTTP connection, unless the total cap is reached (docs/configuration.md, Settings)."""
         if len(self.http_connections) >= self.limits.max_agent_connections or self.shutting_down:
             return False
         self.http_connections.add(conn)

@@ -7,7 +7,7 @@ on the same WebSocket code as `/connect` that only exists when the Settings say
 the bridge declines compression by design. All of section 9 (performance) runs; it takes well
 under a minute. Each case must end OK, NON-STRICT or INFORMATIONAL, and so must its closing
 handshake, except the four 9.x cases whose messages (8 and 16 MiB) are over the 4 MiB limit of
-every client channel message (spec §3.2, BRIDGE.md §6): those must be refused with 1009.
+every client channel message (ClientMCP v1 §3.2, docs/configuration.md): those must be refused with 1009.
 A missing Python 2.7 or wstest fails the test: this suite is never skipped.
 """
 

@@ -58,7 +58,7 @@ def _header_property(kind: str, description: str, header: str) -> dict[str, Any]
     return {"type": kind, "description": description, "x-mcp-header": header}
 
 
-# The suite's test_custom_headers tool: every x-mcp-header case of MCP.md §A.4 in one schema.
+# The suite's test_custom_headers tool: every x-mcp-header case of MCP 2026-07-28 in one schema.
 # http-custom-header-server-validation picks the first tool with an annotated string property
 # (`region`) and fills the other required ones (`priority` with its header, `query` without).
 CUSTOM_HEADERS_SCHEMA = {

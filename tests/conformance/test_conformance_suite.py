@@ -295,7 +295,7 @@ def test_suite_passes_except_what_clientmcp_v1_cannot_serve(
 def test_expected_failures_name_real_scenarios_each_with_its_reason(
     node: Path, package: str, path: Path
 ) -> None:
-    """Every entry names a scenario of that suite version and sits under a comment citing the spec or BRIDGE.md."""
+    """Every entry names a scenario of that suite version and sits under a comment citing a section of ClientMCP v1."""
     listed = subprocess.run(
         [str(node), str(NODE_MODULES / package / "dist" / "index.js"), "list", "--server"],
         capture_output=True,

@@ -4,7 +4,7 @@
 - `@modelcontextprotocol/client` 2.x with versionNegotiation `auto` (probes server/discover and
   must end modern), pinned to 2026-07-28, and its default `legacy`.
 Each script (tests/conformance/ts/) lists, calls, waits for list_changed after the app changes
-its tool set, and makes a slow call that the bridge must stream (BRIDGE.md §5.2), then prints
+its tool set, and makes a slow call that the bridge must stream (docs/protocol.md, Call outcomes), then prints
 one JSON report that these tests assert on. The agents send the token as a bearer header.
 """
 
@@ -67,7 +67,7 @@ def run_agent(node: Path, script: str, bridge: Any, **env: str) -> dict[str, Any
 
 
 def assert_common(report: dict[str, Any], app: Any) -> None:
-    """What every agent must see, whatever its era: BRIDGE.md §5.1 and §5.2 through the SDK's eyes."""
+    """What every agent must see, whatever its era: docs/protocol.md's Mapping and Call outcomes, SDK-side."""
     assert report["serverInfo"] == {"name": "clientmcp", "version": __version__}
     assert report["capabilities"] == {"tools": {"listChanged": True}}
     assert report["instructions"] == "Diagnostic tools for the MCP conformance suite."

@@ -1,4 +1,4 @@
-"""The agent endpoint's token (spec §4): remembering what a header carries changes nothing it answers."""
+"""The agent endpoint's token (ClientMCP v1 §4): remembering what a header carries changes nothing it answers."""
 
 from __future__ import annotations
 

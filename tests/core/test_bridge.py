@@ -1,4 +1,4 @@
-"""The bridge's state without sockets or clock (spec §3.1, §4.3-§4.4, §5; BRIDGE.md §5.2-§5.3, §6, §7)."""
+"""The bridge's state without sockets or clock (ClientMCP v1 §3.1, §4.3-§4.4, §5; docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def sent_messages(link) -> list:
     return [json.loads(payload) for opcode, payload in link.new_frames() if opcode == Op.TEXT]
 
 
-# -- spec §3.1: the newest connection wins (4409) -----------------------------------------------
+# -- ClientMCP v1 §3.1: the newest connection wins (4409) --------------------------------------
 
 
 def test_a_second_connection_replaces_the_first_with_4409():
@@ -144,7 +144,7 @@ def test_other_client_ids_are_not_replaced():
     assert bridge.apps == {"a": a, "b": b}
 
 
-# -- spec §5.3: disconnection ------------------------------------------------------------------
+# -- ClientMCP v1 §5.3: disconnection ----------------------------------------------------------
 
 
 def test_a_disconnection_fails_calls_in_flight_with_disconnected():
@@ -196,7 +196,7 @@ def test_a_closed_app_is_no_longer_online():
     assert bridge.apps == {}
 
 
-# -- BRIDGE.md §5.3: what counts as a change of the tool set -----------------------------------
+# -- docs/protocol.md, Notification streams: what counts as a change of the tool set -----------
 
 
 def test_a_register_identical_to_the_current_set_announces_nothing():
@@ -270,7 +270,7 @@ def test_a_removed_stream_hears_nothing_more():
     assert bridge.streams == {}
 
 
-# -- spec §3.2 and BRIDGE.md §5.2: starting a call --------------------------------------------
+# -- ClientMCP v1 §3.2 and docs/protocol.md, Call outcomes: starting a call --------------------
 
 
 def test_the_call_message_is_exact():
@@ -422,7 +422,7 @@ def test_a_bridge_shutting_down_refuses_calls():
     assert link.new_frames() == []
 
 
-# -- spec §5.2 and BRIDGE.md §5.2: timeouts -----------------------------------------------------
+# -- ClientMCP v1 §5.2 and docs/protocol.md, Call outcomes: timeouts ---------------------------
 
 
 def test_a_call_times_out_with_a_tool_error_and_a_cancel():
@@ -509,7 +509,7 @@ def test_wake_is_called_for_the_first_stream():
     assert wake.times == [NOW + STREAM_KEEPALIVE_SECONDS]
 
 
-# -- spec §4.3 and BRIDGE.md §5.2: the switch to streaming ------------------------------------
+# -- ClientMCP v1 §4.3 and docs/protocol.md, Call outcomes: the switch to streaming ------------
 
 
 def test_a_streaming_waiter_gets_call_slow_after_a_second_then_ticks():
@@ -562,7 +562,7 @@ def test_only_streaming_waiters_tick():
     assert streaming.events == [("slow",), ("tick",), ("tick",)]
 
 
-# -- BRIDGE.md §5.1: abandoning a call --------------------------------------------------------
+# -- docs/protocol.md, Mapping: abandoning a call ----------------------------------------------
 
 
 def test_abandon_sends_cancel_and_ignores_a_late_result():
@@ -600,7 +600,7 @@ def test_an_abandoned_call_does_not_time_out():
     assert link.new_frames() == []
 
 
-# -- BRIDGE.md §3 and §6: idle and congested apps ----------------------------------------------
+# -- docs/protocol.md, Close codes: idle and congested apps ------------------------------------
 
 
 def test_a_silent_app_gets_4408_on_the_sweep():
@@ -672,7 +672,7 @@ def test_an_overflowed_app_gets_4429_at_once():
     assert stream.events == ["tools_changed", "tools_changed"]
 
 
-# -- BRIDGE.md §5.3 and §6: notification streams ------------------------------------------------
+# -- docs/protocol.md, Notification streams ----------------------------------------------------
 
 
 def test_streams_per_client_id_are_limited():
@@ -734,7 +734,7 @@ def test_streams_stay_open_while_the_app_is_offline():
     assert bridge.stream_count == 1
 
 
-# -- BRIDGE.md §7: shutdown --------------------------------------------------------------------
+# -- docs/protocol.md, Shutdown ----------------------------------------------------------------
 
 
 def test_shutdown_fails_calls_closes_apps_and_ends_streams():

@@ -1,4 +1,4 @@
-"""The client channel via a recording link (spec §3, BRIDGE.md §3-§4): masked frames in, exact bytes out."""
+"""The client channel via a recording link (ClientMCP v1 §3, docs/protocol.md): masked frames in, exact bytes out."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def assert_closed(link: RecordingLink, code: int, reason: str) -> None:
     assert link.ends == [True]
 
 
-# -- §3.1: connecting, and the token as a close code ------------------------------------------
+# -- ClientMCP v1 §3.1: connecting, and the token as a close code -----------------------------
 
 
 def test_a_valid_client_token_attaches_the_app_silently():
@@ -135,7 +135,7 @@ def test_a_bridge_shutting_down_closes_new_apps_with_1001():
     assert bridge.apps == {}
 
 
-# -- §3.2: register and registered ------------------------------------------------------------
+# -- ClientMCP v1 §3.2: register and registered -----------------------------------------------
 
 
 def test_an_accepted_register_is_answered_with_exactly_registered():
@@ -263,7 +263,7 @@ def test_a_refused_register_keeps_nothing_of_it():
     assert link.close()[0] == 4400
 
 
-# -- §3.2 and BRIDGE.md §3: ping and pong -----------------------------------------------------
+# -- ClientMCP v1 §3.2 and docs/protocol.md: ping and pong ------------------------------------
 
 
 def test_the_exact_ping_gets_the_exact_pong_bytes():
@@ -314,7 +314,7 @@ def test_nothing_is_answered_once_the_channel_closed():
     assert [opcode for opcode, _ in link.frames()] == [Op.CLOSE]
 
 
-# -- §3.2: forward compatibility and protocol errors (4400) -----------------------------------
+# -- ClientMCP v1 §3.2: forward compatibility and protocol errors (4400) ----------------------
 
 
 @pytest.mark.parametrize(
@@ -391,7 +391,7 @@ def test_a_deeply_nested_input_schema_closes_4400_instead_of_raising():
     assert_closed(link, 4400, "message nests too deeply")
 
 
-# -- §3.2: results ----------------------------------------------------------------------------
+# -- ClientMCP v1 §3.2: results ---------------------------------------------------------------
 
 
 def connected_with_call(wants_stream: bool = False):
@@ -513,7 +513,7 @@ def test_a_second_result_for_the_same_id_is_ignored():
     assert link.new_frames() == []
 
 
-# -- §3.3 and BRIDGE.md §6: congestion --------------------------------------------------------
+# -- ClientMCP v1 §3.3 and docs/configuration.md, Settings: congestion ------------------------
 
 
 def test_overflowed_closes_4429():

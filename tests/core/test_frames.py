@@ -203,7 +203,7 @@ class TestBaseFraming:
 
 
 class TestExactPing:
-    """BRIDGE.md §3 (spec §3.2): only a FIN text frame of exactly `{"type":"ping"}` is the fast ping."""
+    """ClientMCP v1 §3.2, docs/protocol.md: only a FIN text frame of exactly `{"type":"ping"}` is the fast ping."""
 
     def test_exact_ping_text_frame_becomes_the_pseudo_opcode(self, frames: ModuleType) -> None:
         reader = frames.FrameReader(MAX_MESSAGE_BYTES)
@@ -263,7 +263,7 @@ class TestExactPing:
 
 
 class TestFramingErrors:
-    """RFC 6455 §5.2, §5.5 and BRIDGE.md §3: a broken frame is a FrameError with the close code to send."""
+    """RFC 6455 §5.2, §5.5, docs/protocol.md: a broken frame is a FrameError with the close code to send."""
 
     def _error(self, frames: ModuleType, data: bytes, max_payload: int = MAX_MESSAGE_BYTES) -> FrameError:
         reader = frames.FrameReader(max_payload)

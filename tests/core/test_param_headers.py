@@ -1,4 +1,4 @@
-"""`Mcp-Param-*` headers against a call's arguments (MCP.md §A.4, BRIDGE.md §4): decoding and comparing."""
+"""`Mcp-Param-*` headers against a call's arguments (MCP 2026-07-28; docs/protocol.md): decoding and comparing."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def problem(params, arguments, headers: dict, repeated=frozenset()):
     )
 
 
-# -- §A.4: decoding a header value ------------------------------------------------------------
+# -- decoding a header value -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,7 @@ def test_a_sentinel_round_trips_any_text():
     assert decode_header_value("=?base64?" + base64.b64encode(text.encode()).decode() + "?=") == text
 
 
-# -- §A.4: present and absent ------------------------------------------------------------------
+# -- present and absent ------------------------------------------------------------------------
 
 
 def test_a_matching_string_header_is_fine():
@@ -153,7 +153,7 @@ def test_arguments_that_are_not_an_object_have_no_values():
     assert text == "Mcp-Param-region header is present but its argument 'region' is absent"
 
 
-# -- §A.4: integers and booleans ---------------------------------------------------------------
+# -- integers and booleans ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -198,7 +198,7 @@ def test_false_is_a_value_not_an_absence():
     assert text == "Mcp-Param-dry-run header is missing but its argument 'dryRun' is present"
 
 
-# -- §A.4: nested paths ------------------------------------------------------------------------
+# -- nested paths ------------------------------------------------------------------------------
 
 
 def test_a_nested_value_is_found_by_its_path():

@@ -1,4 +1,4 @@
-"""Register validation (spec §3.2, BRIDGE.md §4): each rejection with its reason, and what passes through."""
+"""Register validation (ClientMCP v1 §3.2, docs/protocol.md): each rejection, its reason, and what passes through."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def with_properties(properties: dict, name: str = "t") -> dict:
     return tools(tool(name, {"type": "object", "properties": properties}))
 
 
-# -- §4: the tools array ----------------------------------------------------------------------
+# -- the tools array --------------------------------------------------------------------------
 
 
 def test_tools_missing_is_refused():
@@ -78,7 +78,7 @@ def test_the_default_limit_is_a_thousand_tools():
         parse(tools(*(tool(f"t{i}") for i in range(1001))))
 
 
-# -- §4: names --------------------------------------------------------------------------------
+# -- names ------------------------------------------------------------------------------------
 
 
 def test_a_missing_name_is_refused():
@@ -136,7 +136,7 @@ def test_names_differing_only_in_case_are_distinct():
     assert list(parse(tools(tool("x"), tool("X"))).tools) == ["x", "X"]
 
 
-# -- §4: inputSchema --------------------------------------------------------------------------
+# -- inputSchema ------------------------------------------------------------------------------
 
 
 def test_a_missing_input_schema_is_refused():
@@ -163,7 +163,7 @@ def test_the_first_bad_tool_is_the_one_named():
     assert reason(tools(*declared)) == 'tools[1] "bad name": name has invalid characters'
 
 
-# -- §4 and MCP.md §A.4: x-mcp-header annotations ---------------------------------------------
+# -- x-mcp-header annotations: MCP 2026-07-28, basic/transports -------------------------------
 
 
 @pytest.mark.parametrize("header", ["", "a b", "Région", "a:b", "a\r\nb", "(x)", 5, None, ["Region"]])
@@ -324,7 +324,7 @@ def test_an_annotation_deep_in_nested_properties_is_found():
     assert param.header == "mcp-param-deep"
 
 
-# -- §4: instructions -------------------------------------------------------------------------
+# -- instructions -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("value", [None, 5, [], {}, True])
@@ -342,7 +342,7 @@ def test_string_instructions_are_kept(value):
     assert parse({**tools(), "instructions": value}).instructions == value
 
 
-# -- §3.2 and §4: what passes through ---------------------------------------------------------
+# -- ClientMCP v1 §3.2: what passes through ---------------------------------------------------
 
 
 def test_unknown_members_pass_through_byte_for_byte():
@@ -379,7 +379,7 @@ def test_same_tools_compares_the_declared_tools():
     assert parse(tools()).same_tools(EMPTY_TOOLSET)
 
 
-# -- BRIDGE.md §3: a reason fits a close frame and still names the problem ----------------------
+# -- docs/protocol.md, Close codes: a reason fits a close frame and still names the problem ---
 
 LONG = "ü" * 200  # two UTF-8 bytes per character
 

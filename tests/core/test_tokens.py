@@ -1,4 +1,4 @@
-"""Token verification and minting without a clock (spec §2, BRIDGE.md §2): every rule, and a golden token."""
+"""Token checks and minting without a clock (ClientMCP v1 §2, docs/configuration.md): each rule, a golden token."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def refused(token: str, role: str = "client", now: float = NOW, secrets=(SECRET,
     return str(caught.value)
 
 
-# -- §2: the algorithm and the signature ------------------------------------------------------
+# -- ClientMCP v1 §2: the algorithm and the signature -----------------------------------------
 
 
 def test_a_valid_hs256_client_token_gives_its_client_id():
@@ -94,7 +94,7 @@ def test_a_payload_that_is_not_an_object_is_refused():
     assert refused(hand_token(HS256, ["alice-wallet", "client"])) == "token is malformed"
 
 
-# -- §2: rotation -----------------------------------------------------------------------------
+# -- ClientMCP v1 §2: rotation ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("signer", [SECRET, OTHER_SECRET, b"third-rotation-secret-0123456789abcdef"])
@@ -115,7 +115,7 @@ def test_a_verifier_needs_a_secret():
         TokenVerifier([])
 
 
-# -- §2: sub ----------------------------------------------------------------------------------
+# -- ClientMCP v1 §2: sub ---------------------------------------------------------------------
 
 
 def test_a_missing_sub_is_refused():
@@ -143,7 +143,7 @@ def test_every_client_id_character_is_accepted(sub):
     assert verify(hand_token(HS256, claims(sub=sub))) == sub
 
 
-# -- §2: role ---------------------------------------------------------------------------------
+# -- ClientMCP v1 §2: role --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("role", [None, "", "admin", "Client", 1, ["client"]])
@@ -168,7 +168,7 @@ def test_an_agent_token_is_refused_on_the_client_channel():
     assert verify(token, role="agent") == "alice-wallet"
 
 
-# -- §2: exp and nbf, with 60 s of skew -------------------------------------------------------
+# -- ClientMCP v1 §2: exp and nbf, with 60 s of skew ------------------------------------------
 
 
 def test_the_skew_is_sixty_seconds():
@@ -259,7 +259,7 @@ def test_a_token_verified_without_remembering_is_checked_every_time_and_never_ca
     assert len(decodes) == 4
 
 
-# -- §2: other claims are ignored -------------------------------------------------------------
+# -- ClientMCP v1 §2: other claims are ignored ------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -299,7 +299,7 @@ def test_extra_header_members_are_ignored():
     assert verify(hand_token({"alg": "HS256", "typ": "JWT", "kid": "2024"}, claims())) == "alice-wallet"
 
 
-# -- §2 and BRIDGE.md §2: minting, and the golden token ---------------------------------------
+# -- ClientMCP v1 §2 and docs/configuration.md: minting, and the golden token -----------------
 
 GOLDEN_SECRET = b"golden-secret-for-tests-0123456789abcdef"
 GOLDEN_NOW = 1_700_000_000.0

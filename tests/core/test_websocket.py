@@ -205,7 +205,7 @@ class TestOpeningHandshake:
 
 
 class TestClientChannelHandshake:
-    """Spec §3.1 and BRIDGE.md §3: select clientmcp.v1, take the token, never echo it."""
+    """ClientMCP v1 §3.1 and docs/protocol.md, Client channel: select clientmcp.v1, take the token, never echo it."""
 
     TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2lnbmF0dXJl"
 
@@ -267,7 +267,7 @@ class TestClientChannelHandshake:
 
 
 class TestDataFrames:
-    """RFC 6455 §5.6 and BRIDGE.md §3: whole messages reach the handler; the exact ping goes fast."""
+    """RFC 6455 §5.6, docs/protocol.md (Client channel): whole messages reach the handler; the exact ping goes fast."""
 
     def test_text_frame_reaches_on_text(self, conn: Connection) -> None:
         conn.receive(client_frame(Op.TEXT, b'{"type":"register","tools":[]}'))

@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from clientmcp_fast.client import ClientMCP
 
 MODERN = "2026-07-28"
-# server/discover's supportedVersions and -32022's data.supported (BRIDGE.md §5.0), written out
+# server/discover's supportedVersions and -32022's data.supported (docs/protocol.md), written out
 # here rather than imported, so that the tests check the package instead of repeating it.
 SUPPORTED = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -181,7 +181,7 @@ def bearer(bridge: Any, client_id: str) -> dict[str, str]:
 
 @contextlib.asynccontextmanager
 async def sdk_agent(bridge: Any, client_id: str, mode: str, **options: Any) -> AsyncIterator[Client]:
-    """The official `mcp` SDK client, as MCP.md §C.1 builds it, with an agent token for `client_id`."""
+    """The official `mcp` 2.3.0 SDK client, `mcp.Client` in the given mode, with an agent token for `client_id`."""
     event_hooks = options.pop("event_hooks", None)
     verify = options.pop("verify", True)  # a TLS proxy's own certificate authority, for instance
     async with (
@@ -200,7 +200,7 @@ async def sdk_agent(bridge: Any, client_id: str, mode: str, **options: Any) -> A
 
 
 def envelope(version: str = MODERN, **extra: Any) -> dict[str, Any]:
-    """The `_meta` every 2026-07-28 request carries (MCP.md §A.2)."""
+    """The `_meta` every 2026-07-28 request carries (MCP 2026-07-28, basic/index, `_meta`)."""
     return {
         META_VERSION: version,
         META_CLIENT_INFO: {"name": "e2e", "version": "1"},
@@ -222,7 +222,7 @@ def modern_body(method: str, request_id: Any = 1, params: dict[str, Any] | None 
 def modern_headers(
     bridge: Any, client_id: str, method: str, name: str | None = None, **extra: str
 ) -> dict[str, str]:
-    """The headers a 2026-07-28 request needs (MCP.md §A.3), with an agent token."""
+    """The headers a 2026-07-28 request needs (MCP 2026-07-28, basic/transports), with an agent token."""
     headers = {
         **bearer(bridge, client_id),
         "Accept": ACCEPT_BOTH,

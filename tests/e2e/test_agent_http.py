@@ -1,8 +1,9 @@
-"""The agent endpoint `/mcp` on the wire, request by request, against a real bridge (spec §4, BRIDGE.md §5).
+"""The agent endpoint `/mcp` on the wire, request by request, against a real bridge (ClientMCP v1 §4, docs/protocol.md).
 
 Requests are written by hand (httpx2, or a bare socket where a library would hide what is
-checked), so that every row of BRIDGE.md §5.0 and the mappings of §5.1-§5.4 are seen as
-status codes, JSON-RPC codes, ids and headers. The app is always `ClientMCP`.
+checked), so that every rule of docs/protocol.md's Agent endpoint (which era, the order of
+checks, mapping, call outcomes, notification streams, Origin and CORS) is seen as status
+codes, JSON-RPC codes, ids and headers. The app is always `ClientMCP`.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def text_result(response: Any) -> str:
     return body["result"]["content"][0]["text"]
 
 
-# -- BRIDGE.md §5.0: which era serves a request ----------------------------------------------
+# -- docs/protocol.md, Which era serves a request ---------------------------------------------
 
 
 async def test_no_revision_named_is_legacy(bridge):
@@ -182,7 +183,7 @@ async def test_initialize_is_legacy_unless_a_modern_revision_is_named(bridge):
         assert error_of(modern) == (2, METHOD_NOT_FOUND)
 
 
-# -- BRIDGE.md §5.0: the order of checks -----------------------------------------------------
+# -- docs/protocol.md, Which era serves a request: the order of checks ------------------------
 
 
 async def test_origin_is_checked_before_the_token(bridge):
@@ -220,7 +221,7 @@ async def test_preflight_is_answered_without_a_token(bridge):
     ],
 )
 async def test_missing_or_invalid_token_is_401_with_a_bearer_challenge(bridge, authorization):
-    """No valid agent token: 401 and WWW-Authenticate: Bearer (spec §4), whatever the method."""
+    """No valid agent token: 401 and WWW-Authenticate: Bearer (ClientMCP v1 §4), whatever the method."""
     tokens = {
         "expired": make_token("agent", "x", ttl=-120),
         "client_role": make_token("client", "x"),
@@ -369,7 +370,7 @@ async def test_a_body_that_is_not_json_is_a_parse_error_with_null_id(bridge, bod
     ],
 )
 async def test_checks_run_in_the_documented_order(bridge, case, status, code):
-    """Each pair of BRIDGE.md §5.0 checks: the request fails both, the earlier one answers."""
+    """Each pair of checks in docs/protocol.md's order: the request fails both, the earlier one answers."""
     token = bearer(bridge, "x")
     target, method, headers, body = (
         "/mcp",
@@ -410,7 +411,7 @@ async def test_checks_run_in_the_documented_order(bridge, case, status, code):
             assert json.loads(answer)["error"]["code"] == code
 
 
-# -- MCP.md §A.3, §D.2: the modern ladder -----------------------------------------------------
+# -- the modern ladder: docs/protocol.md, the order of checks; MCP 2026-07-28, basic/transports ---
 
 
 @pytest.mark.parametrize("method", ["tools/list", "tools/call", "initialize", "ping", "no/such/method"])
@@ -573,7 +574,7 @@ async def test_modern_notifications_are_accepted_and_ignored(bridge):
 async def test_mcp_param_headers_follow_the_apps_x_mcp_header_annotations(
     bridge, arguments, params, accepted
 ):
-    """Mcp-Param-* must carry exactly the annotated arguments (MCP.md §A.4): 400 -32020 otherwise."""
+    """Mcp-Param-* must carry exactly the annotated arguments (MCP 2026-07-28, x-mcp-header): 400 -32020 otherwise."""
     headers = modern_headers(bridge, "x", "tools/call", name="forecast")
     headers.update({f"Mcp-Param-{name}": value for name, value in params.items()})
     body = modern_body("tools/call", 21, {"name": "forecast", "arguments": arguments})
@@ -592,7 +593,7 @@ async def test_mcp_param_headers_follow_the_apps_x_mcp_header_annotations(
 
 
 async def test_mcp_param_header_names_are_case_insensitive(bridge):
-    """Header names are case-insensitive, values are not (MCP.md §A.3)."""
+    """Header names are case-insensitive, values are not (MCP 2026-07-28, basic/transports)."""
     headers = modern_headers(bridge, "x", "tools/call", name="forecast", **{"MCP-PARAM-REGION": "eu"})
     body = modern_body("tools/call", 1, {"name": "forecast", "arguments": {"region": "eu"}})
     async with (
@@ -622,7 +623,7 @@ async def test_errors_echo_the_request_id_with_its_json_type(bridge, request_id,
     assert json.dumps(request_id) in response.text
 
 
-# -- BRIDGE.md §5.1: legacy mapping -----------------------------------------------------------
+# -- docs/protocol.md, Mapping: legacy --------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -865,7 +866,7 @@ async def test_an_empty_batch_and_a_counted_one_get_their_own_answers(bridge):
 
 
 async def test_batch_of_over_a_thousand_elements_is_refused_and_others_carry_on(bridge):
-    """BRIDGE.md is silent: served in one loop turn, 4 MiB of `{}` elements stalled the bridge for seconds."""
+    """The protocol is silent: served in one loop turn, 4 MiB of `{}` elements stalled the bridge for seconds."""
     body = b"[" + b",".join([b"{}"] * ((4 * 1024 * 1024 - 2) // 3)) + b"]"
     async with online_app(bridge, "x", {"echo": echo}), http_client(bridge) as http:
         exactly = http.post(
@@ -886,7 +887,7 @@ async def test_batch_of_over_a_thousand_elements_is_refused_and_others_carry_on(
     await nothing_leaks(bridge)
 
 
-# -- BRIDGE.md §5.1: modern mapping -----------------------------------------------------------
+# -- docs/protocol.md, Mapping: modern --------------------------------------------------------
 
 
 async def test_server_discover_describes_the_bridge(bridge):
@@ -973,7 +974,7 @@ async def test_modern_call_result_gets_result_type_complete_and_no_server_info(b
     await nothing_leaks(bridge)
 
 
-# -- spec §4.3, BRIDGE.md §5.2: streaming slow calls ------------------------------------------
+# -- ClientMCP v1 §4.3, docs/protocol.md, Call outcomes: streaming slow calls -----------------
 
 
 @pytest.mark.parametrize("era", ["legacy", "modern"])
@@ -1093,7 +1094,7 @@ async def test_fast_call_is_plain_json_even_when_sse_is_accepted(bridge):
     await nothing_leaks(bridge)
 
 
-# -- spec §4.3, BRIDGE.md §5.1: cancellation --------------------------------------------------
+# -- ClientMCP v1 §4.3, docs/protocol.md, Mapping: cancellation -------------------------------
 
 
 @pytest.mark.parametrize("with_session", [True, False])
@@ -1188,7 +1189,7 @@ async def test_legacy_notifications_cancelled_must_name_the_call_exactly(bridge,
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 @pytest.mark.parametrize("when", ["before streaming", "while streaming"])
 async def test_agent_hanging_up_mid_call_cancels_it(bridge, era, when):
-    """The agent closing its connection is a cancel in both eras (BRIDGE.md §5.1)."""
+    """The agent closing its connection is a cancel in both eras (docs/protocol.md, Mapping)."""
     held = HeldTool()
     if era == "modern":
         headers = modern_headers(bridge, "x", "tools/call", name="held")
@@ -1208,7 +1209,7 @@ async def test_agent_hanging_up_mid_call_cancels_it(bridge, era, when):
     await nothing_leaks(bridge)
 
 
-# -- spec §4.4, BRIDGE.md §5.3: notification streams ------------------------------------------
+# -- ClientMCP v1 §4.4, docs/protocol.md, Notification streams --------------------------------
 
 
 async def _listen(bridge: Any, client_id: str, request_id: Any, notifications: dict[str, Any]) -> RawHttp:
@@ -1349,7 +1350,7 @@ async def test_notification_streams_per_client_are_limited(start_bridge):
     await nothing_leaks(bridge)
 
 
-# -- spec §4: the token in the path -----------------------------------------------------------
+# -- ClientMCP v1 §4: the token in the path ---------------------------------------------------
 
 
 async def test_token_in_the_path_is_accepted(bridge):
@@ -1384,7 +1385,7 @@ async def test_header_token_wins_over_path_token(bridge):
     await nothing_leaks(bridge)
 
 
-# -- spec §4.5, BRIDGE.md §5.4: Origin and CORS -----------------------------------------------
+# -- ClientMCP v1 §4.5, docs/protocol.md, Origin and CORS -------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The `clientmcp` command as an operator runs it: subprocesses, their output, exit codes and signals.
 
-BRIDGE.md §1 (command line, secrets, settings from the environment and flags) and §7
-(SIGTERM/SIGINT end the bridge gracefully with exit 0 within 5 s).
+docs/configuration.md (command line, secrets, settings from the environment and flags) and
+docs/protocol.md, Shutdown (SIGTERM/SIGINT end the bridge gracefully with exit 0 within 5 s).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The client channel (`/connect`) of a real bridge, against the `websockets` library and raw sockets.
 
-Spec §3 and BRIDGE.md §3 (close codes), §4 (register validation), §6 (limits) and §7
-(shutdown). Well-formed apps are `websockets` clients, an implementation independent of
-the bridge; malformed frames and apps that stop reading are raw sockets (`RawApp`).
-Agents are raw HTTP POSTs of `tools/call` to `/mcp`.
+ClientMCP v1 §3, and docs/protocol.md (Close codes, Register validation, Shutdown) and
+docs/configuration.md (limits, under Settings). Well-formed apps are `websockets` clients,
+an implementation independent of the bridge; malformed frames and apps that stop reading
+are raw sockets (`RawApp`). Agents are raw HTTP POSTs of `tools/call` to `/mcp`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def close_of(ws: ClientConnection, timeout: float = 10.0) -> tuple[int, str]:
     return received.code, received.reason
 
 
-# -- §3.1 connecting ------------------------------------------------------------------------------
+# -- ClientMCP v1 §3.1 connecting ----------------------------------------------------------------
 
 
 class TestHandshake:
@@ -144,7 +144,7 @@ class TestHandshake:
         app.close()
 
 
-# -- §3.1, §2 tokens: 4401 -----------------------------------------------------------------------
+# -- ClientMCP v1 §3.1, §2 tokens: 4401 ----------------------------------------------------------
 
 OTHER_SECRET = b"another-secret-that-is-long-enough-0123456789"
 
@@ -186,7 +186,7 @@ class TestTokenRefused:
             register(ws)
 
 
-# -- §3.1 replacement: 4409 ------------------------------------------------------------------------
+# -- ClientMCP v1 §3.1 replacement: 4409 ---------------------------------------------------------
 
 
 class TestReplaced:
@@ -217,7 +217,7 @@ class TestReplaced:
         bridge.assert_nothing_leaks()
 
 
-# -- §3.2 messages and BRIDGE.md §4 register validation: 4400 ------------------------------------
+# -- ClientMCP v1 §3.2 messages and docs/protocol.md, Register validation: 4400 ------------------
 
 
 def _long_name() -> str:
@@ -505,7 +505,7 @@ class TestFraming:
         bridge.assert_nothing_leaks()
 
 
-# -- BRIDGE.md §6 idle and slow apps: 4408, 4429 -------------------------------------------------
+# -- docs/configuration.md, Settings: idle and slow apps, 4408, 4429 -----------------------------
 
 
 class TestIdle:
@@ -591,7 +591,7 @@ class TestSlowApp:
         bridge.assert_nothing_leaks()
 
 
-# -- spec §5.3 disconnection -----------------------------------------------------------------------
+# -- ClientMCP v1 §5.3 disconnection -------------------------------------------------------------
 
 
 class TestDisconnection:
@@ -623,7 +623,7 @@ class TestDisconnection:
 
 class TestNotRegisteredYet:
     def test_a_call_before_the_first_register_is_a_tool_error_saying_so(self, bridge):
-        """Online but not registered (BRIDGE.md §5.2): tools/list is empty, a call is a tool error."""
+        """Online but not registered (docs/protocol.md, Call outcomes): tools/list is empty, a call is a tool error."""
         agent = bridge.token("agent", "alice")
         app = raw_app(bridge)
         bridge.wait_for(lambda s: "alice" in s.bridge.apps)
@@ -646,7 +646,7 @@ class TestNotRegisteredYet:
         bridge.assert_nothing_leaks()
 
 
-# -- BRIDGE.md §7 shutdown: 1001 -------------------------------------------------------------------
+# -- docs/protocol.md, Shutdown: 1001 ------------------------------------------------------------
 
 
 class TestShutdown:

@@ -39,7 +39,7 @@ async def _wait(predicate, timeout: float = 10.0) -> None:
 
 
 async def test_an_idle_app_pings_and_stays_connected(start_bridge):
-    """Spec §3.2: the library pings when idle, and pings keep the bridge's idle timer from firing."""
+    """ClientMCP v1 §3.2: the library pings when idle, and pings keep the bridge's idle timer from firing."""
     bridge = start_bridge(app_idle_timeout=0.6)
     async with _app(bridge, ping_interval=0.2, reconnect=False) as app:
         await asyncio.sleep(1.8)  # three idle timeouts without a single call
@@ -57,7 +57,7 @@ async def test_without_pings_the_bridge_closes_4408_and_the_app_reconnects(start
 
 
 async def test_a_replaced_app_does_not_reconnect(bridge):
-    """Spec §3.1: a client closed with 4409 MUST NOT reconnect automatically."""
+    """ClientMCP v1 §3.1: a client closed with 4409 MUST NOT reconnect automatically."""
     older = _app(bridge, backoff=(0.05, 0.1))
     await older.connect()
     async with _app(bridge, reconnect=False):
@@ -69,7 +69,7 @@ async def test_a_replaced_app_does_not_reconnect(bridge):
 
 
 async def test_a_result_over_4_mib_becomes_a_tool_error_saying_so(bridge):
-    """Spec §3.2: a result that cannot be delivered is replaced by a tool error that says why."""
+    """ClientMCP v1 §3.2: a result that cannot be delivered is replaced by a tool error that says why."""
 
     async def huge(arguments: dict) -> str:
         return "x" * MAX_MESSAGE_BYTES
@@ -88,7 +88,7 @@ async def test_a_result_over_4_mib_becomes_a_tool_error_saying_so(bridge):
 
 
 async def test_a_bridge_that_stops_answering_is_a_dead_link():
-    """Spec §3.2: nothing within the pong timeout of a ping, and the library drops the connection."""
+    """ClientMCP v1 §3.2: nothing within the pong timeout of a ping, and the library drops the connection."""
     from websockets.asyncio.server import serve
 
     async def silent_after_registered(ws):

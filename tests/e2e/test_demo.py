@@ -20,7 +20,7 @@ import pytest
 
 CLIENTMCP = Path(sys.executable).parent / "clientmcp"
 RISKS = {"add_todo": "operate", "list_todos": "observe", "complete_todo": "operate", "clear_done": "manage"}
-ANNOTATIONS = {  # BRIDGE.md §8: what each risk level implies
+ANNOTATIONS = {  # docs/apps.md, Risk levels: what each risk level implies
     "observe": {"readOnlyHint": True},
     "operate": {"readOnlyHint": False, "destructiveHint": False},
     "manage": {"destructiveHint": True, "idempotentHint": True},

@@ -1,7 +1,8 @@
 """The bridge's HTTP/1.1 server against raw sockets: routes, framing, pipelining, hygiene and limits.
 
-BRIDGE.md §1 (paths), §6 (limits and HTTP hygiene) and §7 (shutdown). Every request is
-written byte for byte, so malformed and hostile input reaches the bridge as sent.
+docs/configuration.md (Paths; limits and HTTP hygiene, under Settings) and docs/protocol.md
+(Shutdown). Every request is written byte for byte, so malformed and hostile input reaches
+the bridge as sent.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def ping_ids(conn: RawHttp, ids) -> None:
         assert response.json() == {"jsonrpc": "2.0", "id": request_id, "result": {}}
 
 
-# -- §1 paths ---------------------------------------------------------------------------------
+# -- docs/configuration.md, Paths ----------------------------------------------------------------
 
 
 class TestPaths:
@@ -364,14 +365,14 @@ class TestHygiene:
             conn.assert_closed()
 
     def test_both_content_length_and_transfer_encoding_is_400(self, bridge):
-        """Content-Length and Transfer-Encoding together: exactly 400 and the close (BRIDGE.md §6)."""
+        """Content-Length and Transfer-Encoding together: exactly 400 and the close (docs/configuration.md)."""
         with RawHttp(bridge.port) as conn:
             conn.send(_post(b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", b"0\r\n\r\n"))
             assert conn.read_response().status == 400
             conn.assert_closed()
 
     def test_two_different_content_lengths_is_400(self, bridge):
-        """Two different Content-Lengths: exactly 400 and the close (BRIDGE.md §6)."""
+        """Two different Content-Lengths: exactly 400 and the close (docs/configuration.md, Settings)."""
         with RawHttp(bridge.port) as conn:
             conn.send(_post(b"Content-Length: 2\r\nContent-Length: 3\r\n", b"{}}"))
             assert conn.read_response().status == 400
@@ -397,7 +398,7 @@ class TestHygiene:
             conn.assert_open()
 
 
-# -- §6 limits -----------------------------------------------------------------------------------
+# -- docs/configuration.md, Settings: limits -----------------------------------------------------
 
 
 class TestHeadLimits:
@@ -513,7 +514,7 @@ class TestConnectionCap:
                 conn.close()
 
 
-# -- §7 shutdown -----------------------------------------------------------------------------------
+# -- docs/protocol.md, Shutdown ------------------------------------------------------------------
 
 
 class TestShutdown:

@@ -1,4 +1,4 @@
-"""Isolation between client IDs on a real bridge (spec §7): tools, calls, cancels and notifications of one
+"""Isolation between client IDs on a real bridge (ClientMCP v1 §7): tools, calls, cancels and notifications of one
 app are never visible to an agent holding another app's token.
 
 Two apps, `x` and `y`, run on `ClientMCP` in this test's loop; agents are the MCP SDK or

@@ -1,4 +1,4 @@
-"""The official `mcp` 2.3.0 SDK as agent against a real bridge, in each of its modes (spec §4, BRIDGE.md §5).
+"""The official `mcp` 2.3.0 SDK as agent against a real bridge, in each mode (ClientMCP v1 §4, docs/protocol.md).
 
 `legacy` does the initialize handshake (2025-11-25), `2026-07-28` pins the modern era
 without a probe, `auto` (the SDK's default) probes server/discover and must end modern.
@@ -74,7 +74,7 @@ async def expect_list_changed(client: Any, mode: str, listener: ListChanged, cha
         assert type(event).__name__ == "ToolsListChanged"
 
 
-# -- spec §4.1, §4.2: connecting, listing, calling -----------------------------------------------
+# -- ClientMCP v1 §4.1, §4.2: connecting, listing, calling ---------------------------------------
 
 
 async def test_negotiates_the_era_the_mode_asks_for(bridge, mode):
@@ -130,7 +130,7 @@ async def test_call_with_arguments_reaches_the_app_as_sent(bridge, mode):
 
 
 async def test_call_without_arguments_reaches_the_app_as_empty_object(bridge, mode):
-    """An absent `arguments` is sent to the app as {} (BRIDGE.md §5.1)."""
+    """An absent `arguments` is sent to the app as {} (docs/protocol.md, Mapping)."""
     seen: list[dict[str, Any]] = []
 
     async def record(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +145,7 @@ async def test_call_without_arguments_reaches_the_app_as_empty_object(bridge, mo
     await nothing_leaks(bridge)
 
 
-# -- spec §4.4: tool list changes ----------------------------------------------------------------
+# -- ClientMCP v1 §4.4: tool list changes --------------------------------------------------------
 
 
 async def test_list_changed_when_the_app_registers_a_changed_tool_set(bridge, mode):
@@ -194,7 +194,7 @@ async def test_replacing_connection_announces_its_tools(bridge, mode):
     await nothing_leaks(bridge)
 
 
-# -- spec §4.3, BRIDGE.md §5.2: call outcomes ----------------------------------------------------
+# -- ClientMCP v1 §4.3, docs/protocol.md, Call outcomes ------------------------------------------
 
 
 async def test_offline_app_has_no_tools_and_calls_fail_with_a_tool_error(bridge, mode):
@@ -221,7 +221,7 @@ async def test_timed_out_call_fails_and_cancels_the_apps_handler(start_bridge, m
 
 
 async def test_slow_call_is_answered_after_keep_alives(bridge, mode):
-    """A call that takes 2.5 s is streamed (BRIDGE.md §5.2) and its result still arrives intact."""
+    """A call that takes 2.5 s is streamed (docs/protocol.md, Call outcomes) and its result still arrives intact."""
     slow = SleepyTool(
         2.5, result={"content": [{"type": "text", "text": "done\nafter a while"}], "isError": False}
     )
@@ -254,8 +254,9 @@ async def test_cancelled_call_reaches_the_app_as_cancel(bridge, mode):
         await asyncio.wait_for(held.cancelled.wait(), WAIT)
         assert app.calls_cancelled == 1
         cancels = [body for body in posted if b'"notifications/cancelled"' in body]
-        # mcp 2.3.0 spells a cancel per era (MCP.md §A.9, §B.5): a notification in legacy,
-        # closing the request's own stream in 2026-07-28, which the bridge reads as a cancel.
+        # mcp 2.3.0 spells a cancel per era (MCP 2025-11-25, basic/utilities/cancellation; MCP
+        # 2026-07-28, basic/transports): a notification in legacy, closing the request's own
+        # stream in 2026-07-28, which the bridge reads as a cancel.
         assert len(cancels) == (1 if mode == "legacy" else 0)
     await nothing_leaks(bridge)
 
