@@ -1,4 +1,4 @@
-"""The TLS proxies of docs/deployment.md, Caddy and nginx, run with deploy/'s files in front of a bridge.
+"""The TLS proxies of docs/deployment.md (Caddy and nginx), run with deploy/'s files in front of a bridge.
 
 Each file is used as shipped but for what a test must change: the site's address and
 certificate (a self-signed one for 127.0.0.1) and the bridge's port. Through each proxy: an
