@@ -4,7 +4,14 @@
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.string cimport memchr
 
-from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO, ROUTE_HEALTHZ, ROUTE_MCP, ROUTE_NOT_FOUND
+from clientmcp_fast._pure.routing import (
+    ROUTE_CONNECT,
+    ROUTE_ECHO,
+    ROUTE_HEALTHZ,
+    ROUTE_MCP,
+    ROUTE_NOT_FOUND,
+    origin_form,
+)
 
 cdef tuple _NOT_FOUND = (ROUTE_NOT_FOUND, b"")
 cdef tuple _CONNECT = (ROUTE_CONNECT, b"")
@@ -15,8 +22,11 @@ cdef tuple _ECHO = (ROUTE_ECHO, b"")
 
 cpdef tuple route(bytes target):
     """The route of a request target, and the agent token of `/mcp/<token>` (else b"")."""
-    # memchr, not bytes.find: this runs on every request, and a method call costs more than the search.
     cdef const char* start = PyBytes_AS_STRING(target)
+    if PyBytes_GET_SIZE(target) == 0 or start[0] != 0x2F:  # not "/": absolute-form, rare, done by the twin
+        target = origin_form(target)
+        start = PyBytes_AS_STRING(target)
+    # memchr, not bytes.find: this runs on every request, and a method call costs more than the search.
     cdef const char* query = <const char*>memchr(start, 0x3F, PyBytes_GET_SIZE(target))  # "?"
     cdef bytes path = target if query == NULL else target[:query - start]
     cdef bytes token

@@ -6,6 +6,8 @@ import logging
 import sys
 import time
 
+from clientmcp_fast._pure.routing import origin_form
+
 logger = logging.getLogger("clientmcp")
 # Read on hot paths instead of logger.isEnabledFor(DEBUG); kept in step by configure().
 debug_enabled = False
@@ -35,7 +37,7 @@ def configure(level: str, stream=None) -> None:
 
 def redact_target(target: bytes) -> str:
     """A request target fit for a log line: the token of `/mcp/<token>` is replaced."""
-    path = target.split(b"?", 1)[0]
+    path = origin_form(target).split(b"?", 1)[0]  # `http://host/mcp/<token>` holds a token too
     if path.startswith(b"/mcp/"):
         return "/mcp/<redacted>"
     return path.decode("latin-1")

@@ -169,10 +169,34 @@ def test_build_and_unmask_twins_agree(size):
         b"/mcpx",
         b"/healthz/",
         b"/CONNECT",
+        b"http://127.0.0.1:8080/mcp",
+        b"HTTPS://bridge.example.com/mcp/tok?x=1",
+        b"http://host?/mcp",
+        b"http://host",
+        b"ftp://host/mcp",
+        b"*",
+        b"mcp",
     ],
 )
 def test_routing_twins_agree(target):
     assert pure_routing.route(target) == compiled_routing.route(target)
+
+
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        (b"http://127.0.0.1:8080/mcp", (pure_routing.ROUTE_MCP, b"")),
+        (b"https://bridge.example.com/mcp/tok?x=1", (pure_routing.ROUTE_MCP, b"tok")),
+        (b"HTTP://h/connect", (pure_routing.ROUTE_CONNECT, b"")),
+        (b"http://h:1/healthz?probe", (pure_routing.ROUTE_HEALTHZ, b"")),
+        (b"http://host?q=/mcp", (pure_routing.ROUTE_NOT_FOUND, b"")),  # the path is "/", the rest a query
+        (b"http://host", (pure_routing.ROUTE_NOT_FOUND, b"")),
+        (b"ftp://host/mcp", (pure_routing.ROUTE_NOT_FOUND, b"")),
+    ],
+)
+def test_an_absolute_form_target_routes_by_its_path(target, expected):
+    """RFC 9112 §3.2.2: `POST http://host/mcp HTTP/1.1` is served as `POST /mcp`."""
+    assert pure_routing.route(target) == compiled_routing.route(target) == expected
 
 
 # -- splicing JSON bytes into messages ----------------------------------------------------------

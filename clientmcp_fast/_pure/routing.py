@@ -17,8 +17,31 @@ _EXACT = {
 }
 
 
+def origin_form(target: bytes) -> bytes:
+    """The path and query of a request target: an absolute-form one loses its scheme and authority.
+
+    RFC 9112 §3.2.2: a server must accept `POST http://host/mcp HTTP/1.1` as it does
+    `POST /mcp`. Any other target (origin-form, `*`, junk) is returned as it is.
+    """
+    if target[:1] == b"/":
+        return target
+    scheme_end = target.find(b"://")
+    if scheme_end <= 0 or target[:scheme_end].lower() not in (b"http", b"https"):
+        return target
+    authority_start = scheme_end + 3
+    end = len(target)
+    for separator in (b"/", b"?"):  # the authority ends where the path or the query begins
+        found = target.find(separator, authority_start)
+        if 0 <= found < end:
+            end = found
+    rest = target[end:]
+    return rest if rest[:1] == b"/" else b"/" + rest
+
+
 def route(target: bytes) -> tuple[int, bytes]:
     """The route of a request target, and the agent token of `/mcp/<token>` (else b"")."""
+    if target[:1] != b"/":
+        target = origin_form(target)
     query = target.find(b"?")
     path = target if query < 0 else target[:query]
     kind = _EXACT.get(path)

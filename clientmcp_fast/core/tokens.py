@@ -5,11 +5,14 @@ The clock is not read here: `now` is passed in, so every rule is tested without 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 from collections.abc import Sequence
 
 import jwt
+import orjson
 
 ROLE_CLIENT = "client"
 ROLE_AGENT = "agent"
@@ -20,19 +23,15 @@ CLOCK_SKEW_SECONDS = 60.0
 
 CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 
-# ClientMCP v1 §2: "Other claims are ignored", so PyJWT must not judge aud, iat, iss, jti or sub
-# on its own; exp and nbf are checked below against the `now` we are given.
-_PYJWT_OPTIONS = {
-    "verify_signature": True,
-    "verify_exp": False,
-    "verify_nbf": False,
-    "verify_iat": False,
-    "verify_aud": False,
-    "verify_iss": False,
-    "verify_sub": False,
-    "verify_jti": False,
-    "require": [],
-}
+
+# A compact JWS is three base64url segments, unpadded (RFC 7515 §2, §7.1), and nothing else:
+# no "=" pad, no whitespace, no other alphabet. The signature is empty for alg "none", which
+# is then refused for its algorithm.
+_COMPACT = re.compile(r"([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]*)")
+# PyJWT checks the signature and the algorithm, and nothing else: the JSON of the header and
+# the claims is read here, strictly, and of the claims only sub, role, exp and nbf are judged
+# (ClientMCP v1 §2: "Other claims are ignored"; aud, iat, iss and jti included).
+_JWS = jwt.PyJWS()
 
 
 class TokenError(Exception):
@@ -49,6 +48,32 @@ class Grant:
         self.role = role
         self.exp = exp  # math.inf without an exp claim
         self.nbf = nbf  # -math.inf without an nbf claim
+
+
+def _segment(text: str) -> bytes:
+    """A segment's bytes, if `text` is their one canonical base64url spelling; raises TokenError.
+
+    Base64 decoders ignore the unused low bits of the last character, so several spellings
+    decode alike: only the one the encoder writes is accepted.
+    """
+    try:
+        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        raise TokenError("token is malformed") from None
+    if base64.urlsafe_b64encode(data).rstrip(b"=") != text.encode("ascii"):
+        raise TokenError("token is malformed")
+    return data
+
+
+def _json_object(text: str) -> dict:
+    """A segment's JSON object, read as RFC 8259 JSON: no NaN or Infinity, no BOM; raises TokenError."""
+    try:
+        value = orjson.loads(_segment(text))
+    except orjson.JSONDecodeError:
+        raise TokenError("token is malformed") from None
+    if not isinstance(value, dict):
+        raise TokenError("token is malformed")
+    return value
 
 
 def _time_claim(claims: dict, name: str, absent: float) -> float:
@@ -102,10 +127,17 @@ class TokenVerifier:
         return grant.client_id
 
     def _check_signature_and_claims(self, token: str | bytes) -> Grant:
-        claims = None
+        text = token if isinstance(token, str) else token.decode("latin-1")
+        parts = _COMPACT.fullmatch(text)
+        if parts is None:
+            raise TokenError("token is malformed")
+        _json_object(parts[1])  # the header: PyJWT reads it with a lenient parser
+        _segment(parts[3])
+        verified = False
         for secret in self._secrets:
             try:
-                claims = jwt.decode(token, secret, algorithms=["HS256"], options=_PYJWT_OPTIONS)
+                _JWS.decode(text, secret, algorithms=["HS256"])
+                verified = True
                 break
             except jwt.InvalidSignatureError:
                 continue
@@ -113,8 +145,9 @@ class TokenVerifier:
                 raise TokenError("token algorithm is not HS256") from None
             except jwt.PyJWTError:
                 raise TokenError("token is malformed") from None
-        if claims is None:
+        if not verified:
             raise TokenError("token signature does not verify")
+        claims = _json_object(parts[2])
         sub = claims.get("sub")
         if not isinstance(sub, str):
             raise TokenError("token sub is missing or not a string")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from clientmcp_fast import log
 from clientmcp_fast.core.channel import client_channel_handshake
 from clientmcp_fast.core.http import (
+    HOST,
     LAST_CHUNK,
     TEXT_PLAIN,
     Exchange,
@@ -251,6 +252,11 @@ class HttpProtocol:
         request = exchange.request
         if self._log_requests:
             logger.debug("%s %s", request.method.decode("latin-1"), redact_target(request.target))
+        if request.http11 and (request.known[HOST] is None or b"host" in request.repeated):
+            # RFC 9112 §3.2: an HTTP/1.1 request with no Host, or with two, is refused.
+            request.keep_alive = False
+            self._plain(exchange, 400, "an HTTP/1.1 request needs exactly one Host header")
+            return
         kind, token = route(request.target)
         if kind == ROUTE_MCP:
             self._agents.handle(exchange, token, self._time())
@@ -276,6 +282,8 @@ class HttpProtocol:
             return
         upgrade = self.reader.upgrade
         try:
+            if not request.http11:
+                raise HandshakeError(400, "a WebSocket upgrade needs HTTP/1.1 (RFC 6455 §4.1)")
             if upgrade is None or upgrade[0] is not request:
                 # Not an upgrade as far as HTTP goes: say precisely what is missing.
                 check_upgrade(request.headers)

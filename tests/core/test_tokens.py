@@ -94,6 +94,70 @@ def test_a_payload_that_is_not_an_object_is_refused():
     assert refused(hand_token(HS256, ["alice-wallet", "client"])) == "token is malformed"
 
 
+# -- RFC 7515 and RFC 8259: exactly base64url and JSON, nothing a lenient parser lets by ---------
+
+
+def signed(header: bytes, payload: bytes, secret: bytes = SECRET) -> str:
+    """A token whose segments are `header` and `payload` as given, correctly signed over them."""
+    signing_input = header + b"." + payload
+    return (signing_input + b"." + b64url(hmac.new(secret, signing_input, hashlib.sha256).digest())).decode()
+
+
+HEADER = b64url(json.dumps(HS256).encode())
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"sub":"alice-wallet","role":"client","exp":NaN}',
+        b'{"sub":"alice-wallet","role":"client","exp":Infinity}',
+        b'{"sub":"alice-wallet","role":"client","exp":-Infinity}',
+        b'{"sub":"alice-wallet","role":"client","exp":1e400}',
+        b'\xef\xbb\xbf{"sub":"alice-wallet","role":"client"}',
+        b'{"sub":"alice-wallet","role":"client"',
+        b'{"sub":"alice-wallet","role":"client"} x',
+        b'{"sub":"alice-\xff","role":"client"}',
+    ],
+    ids=["NaN", "Infinity", "-Infinity", "overflow", "BOM", "truncated", "trailing", "not UTF-8"],
+)
+def test_a_signed_payload_that_is_not_strict_json_is_refused(payload):
+    assert refused(signed(HEADER, b64url(payload))) == "token is malformed"
+
+
+def test_a_signed_header_that_is_not_strict_json_is_refused():
+    bom_header = b64url(b"\xef\xbb\xbf" + json.dumps(HS256).encode())
+    assert refused(signed(bom_header, b64url(json.dumps(claims()).encode()))) == "token is malformed"
+
+
+def test_a_valid_token_respelt_in_any_other_way_is_refused():
+    token = hand_token(HS256, claims())
+    header, payload, signature = token.split(".")
+    # The last character of a segment whose length is not a multiple of 4 carries unused bits.
+    assert len(signature) % 4
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet.index(signature[-1])
+    respelt = signature[:-1] + alphabet[last ^ 1]  # the same bytes to a lenient decoder
+    assert base64.urlsafe_b64decode(respelt + "=") == base64.urlsafe_b64decode(signature + "=")
+    for variant in (
+        f"{header}.{payload}.{signature}=",  # a stray pad
+        f"{header}.{payload}.{signature}==",
+        f"{header}=.{payload}.{signature}",
+        f"{header}.{payload}=.{signature}",
+        f"{header}.{payload}.{respelt}",  # a non-canonical last character
+        f" {token}",
+        f"{token}\n",
+        f"{header}.{payload}.{signature.replace('-', '+').replace('_', '/')}",
+    ):
+        if variant != token:
+            assert refused(variant) == "token is malformed", variant
+    assert verify(token) == "alice-wallet"
+
+
+def test_duplicate_members_take_the_last_as_rfc_7515_allows():
+    payload = b'{"sub":"mallory","role":"client","sub":"alice-wallet"}'
+    assert verify(signed(HEADER, b64url(payload))) == "alice-wallet"
+
+
 # -- ClientMCP v1 §2: rotation ----------------------------------------------------------------
 
 
@@ -245,8 +309,8 @@ def test_a_small_cache_evicts_and_still_verifies():
 def test_a_token_verified_without_remembering_is_checked_every_time_and_never_cached(monkeypatch):
     """Apps' tokens (once per connection) are not kept: no memory per idle app, no agent token evicted."""
     decodes = []
-    real_decode = tokens.jwt.decode
-    monkeypatch.setattr(tokens.jwt, "decode", lambda *a, **k: decodes.append(1) or real_decode(*a, **k))
+    real_decode = tokens._JWS.decode
+    monkeypatch.setattr(tokens._JWS, "decode", lambda *a, **k: decodes.append(1) or real_decode(*a, **k))
     verifier = TokenVerifier([SECRET], cache_size=1)
     agent = hand_token(HS256, claims(sub="agent-1", role="agent"))
     assert verifier.verify(agent, "agent", NOW) == "agent-1"

@@ -349,8 +349,10 @@ class TestServe:
         served = serve(["serve", "--host", "127.0.0.1", "--port", str(port), "--log", "debug"], port)
         agent = minted(run("token", "agent", "alice"))
         with RawHttp(port) as conn:
-            conn.send(mcp_post(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', None, target=f"/mcp/{agent}"))
-            assert conn.read_response().status == 200
+            # The origin form and the absolute form (RFC 9112 §3.2.2) both carry the token.
+            for target in (f"/mcp/{agent}", f"http://127.0.0.1:{port}/mcp/{agent}"):
+                conn.send(mcp_post(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', None, target=target))
+                assert conn.read_response().status == 200
         assert served.stop()[0] == 0
         log = served.process.stderr.read()
         assert SECRET_TEXT not in log

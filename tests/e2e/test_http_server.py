@@ -106,6 +106,46 @@ class TestPaths:
             conn.assert_closed()
 
     @pytest.mark.parametrize(
+        "head",
+        [b"GET /healthz HTTP/1.1\r\n", b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n"],
+        ids=["no Host", "two Hosts"],
+    )
+    def test_http_1_1_without_exactly_one_host_is_400_and_closes(self, bridge, head):
+        """RFC 9112 §3.2: an HTTP/1.1 request lacking Host, or with two, gets 400."""
+        with RawHttp(bridge.port) as conn:
+            conn.send(head + b"\r\n")
+            response = conn.read_response()
+            assert response.status == 400
+            assert b"Host" in response.body
+            assert response.header("connection") == "close"
+            conn.assert_closed()
+        with RawHttp(bridge.port) as conn:  # and the bridge serves the next connection as ever
+            conn.send(HEALTHZ)
+            assert_ok_health(conn.read_response())
+
+    def test_an_absolute_form_target_is_served_as_its_path(self, bridge):
+        """RFC 9112 §3.2.2: a server must accept `GET http://host/healthz HTTP/1.1`."""
+        with RawHttp(bridge.port) as conn:
+            conn.send(b"GET http://127.0.0.1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert_ok_health(conn.read_response())
+            body = rpc("ping", request_id=3)
+            token = bridge.token("agent", "x")
+            conn.send(mcp_post(body, None, target=f"http://127.0.0.1:{bridge.port}/mcp/{token}"))
+            response = conn.read_response()
+            assert response.status == 200, response.body
+            assert response.json() == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+    def test_a_websocket_upgrade_over_http_1_0_is_400(self, bridge):
+        """RFC 6455 §4.1: the opening handshake is HTTP/1.1 or later, so 1.0 gets no 101."""
+        token = bridge.token("client", "x")
+        request = upgrade_request(["clientmcp.v1", token]).replace(b"HTTP/1.1", b"HTTP/1.0", 1)
+        with RawHttp(bridge.port) as conn:
+            conn.send(request)
+            response = conn.read_response()
+            assert response.status == 400
+            assert b"HTTP/1.1" in response.body
+
+    @pytest.mark.parametrize(
         "line",
         [
             b"NOT A REQUEST",
