@@ -289,13 +289,41 @@ class _Context(Call):
             self.fail(200, self.id_json, REQUEST_CANCELLED, "Request cancelled")
 
 
-class ListenStream:
+class _CoalescingStream:
+    """What both eras' notification streams share: nothing piles up for an agent that does not read.
+
+    A list_changed says only "read the tools again", so one still unsent covers every change
+    after it; a keep-alive is for a stream that sends nothing else. So while the agent has
+    not taken what was written, a further list_changed or keep-alive is not written: an
+    unread stream holds at most a keep-alive and one list_changed, however many changes come.
+    """
+
+    __slots__ = ("exchange", "_last_was_change")
+
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+        self._last_was_change = False
+
+    def _change(self, event: bytes) -> None:
+        if self._last_was_change and self.exchange.backlog():
+            return
+        self._last_was_change = True
+        self.exchange.stream(event)
+
+    def keep_alive(self) -> None:
+        if self.exchange.backlog():
+            return
+        self._last_was_change = False
+        self.exchange.stream(KEEPALIVE)
+
+
+class ListenStream(_CoalescingStream):
     """A modern `subscriptions/listen` stream (MCP 2026-07-28, subscriptions): the bridge's `NotificationStream`."""
 
-    __slots__ = ("exchange", "id_json", "tools")
+    __slots__ = ("id_json", "tools")
 
     def __init__(self, exchange: Exchange, id_json: bytes, tools: bool) -> None:
-        self.exchange = exchange
+        super().__init__(exchange)
         self.id_json = id_json
         self.tools = tools
 
@@ -312,10 +340,7 @@ class ListenStream:
     def tools_changed(self) -> None:
         if self.tools:
             params = b'{"_meta":' + self._tag() + b"}"
-            self.exchange.stream(sse_event(jsonrpc.notification("notifications/tools/list_changed", params)))
-
-    def keep_alive(self) -> None:
-        self.exchange.stream(KEEPALIVE)
+            self._change(sse_event(jsonrpc.notification("notifications/tools/list_changed", params)))
 
     def end(self) -> None:
         final = b'{"resultType":"complete","_meta":' + self._tag() + b"}"
@@ -324,19 +349,13 @@ class ListenStream:
         self.exchange.end_stream()
 
 
-class LegacyStream:
+class LegacyStream(_CoalescingStream):
     """A legacy GET notification stream (MCP 2025-11-25, basic/transports): the bridge's `NotificationStream`."""
 
-    __slots__ = ("exchange",)
-
-    def __init__(self, exchange: Exchange) -> None:
-        self.exchange = exchange
+    __slots__ = ()
 
     def tools_changed(self) -> None:
-        self.exchange.stream(sse_event(_LIST_CHANGED))
-
-    def keep_alive(self) -> None:
-        self.exchange.stream(KEEPALIVE)
+        self._change(sse_event(_LIST_CHANGED))
 
     def end(self) -> None:
         self.exchange.on_abandon = None

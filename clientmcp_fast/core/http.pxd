@@ -39,3 +39,4 @@ cdef class Exchange:
     cpdef start_stream(self, headers)
     cpdef stream(self, data)
     cpdef end_stream(self)
+    cpdef backlog(self)

@@ -194,6 +194,10 @@ class Exchange:
         """End a started stream; the connection carries on with the next request."""
         raise NotImplementedError
 
+    def backlog(self) -> int:
+        """Bytes written for the peer that it has not taken yet (0 where nothing is kept)."""
+        return 0
+
 
 _HEAD_PREFIXES: dict[tuple, bytes] = {}
 _MAX_HEAD_PREFIXES = 1024  # CORS origins vary by agent: bound what is remembered

@@ -20,6 +20,7 @@ cdef class HttpExchange(Exchange):
     cpdef stream(self, data)
     @cython.locals(request=Request)
     cpdef end_stream(self)
+    cpdef backlog(self)
 
 
 cdef class HttpProtocol:

@@ -93,6 +93,9 @@ class HttpExchange(Exchange):
         if self._state == _STREAMING:
             self._conn.write(chunk(data) if self.request.http11 else data)
 
+    def backlog(self) -> int:
+        return self._conn.transport.get_write_buffer_size()
+
     def end_stream(self) -> None:
         if self._state != _STREAMING:
             return
