@@ -20,6 +20,7 @@ cdef class Bridge:
     cdef public object _sweep_every
     cdef public object _sweep_at
     cdef public object _streams_tick_at
+    cdef public set _announcing
 
     cpdef complete(self, Call call, result, has_result_type)
     cpdef start_call(self, AppChannel app, tool, arguments, Call call, now)

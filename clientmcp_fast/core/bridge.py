@@ -6,6 +6,7 @@ No sockets and no clock: the I/O layer passes `now`, asks `next_deadline()` when
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -57,6 +58,7 @@ class Bridge:
         "_sweep_every",
         "_sweep_at",
         "_streams_tick_at",
+        "_announcing",
     )
 
     def __init__(
@@ -82,6 +84,10 @@ class Bridge:
         self._sweep_every = max(0.01, min(5.0, min(limits.app_idle_timeout, limits.app_soft_seconds) / 16))
         self._sweep_at: float | None = None
         self._streams_tick_at: float | None = None
+        # Client IDs whose tool set changed since the last timer: their streams hear of it once
+        # per turn of the loop, however many registers the turn read (a burst of 50,000 to 64
+        # streams was 3.2 million writes in one turn, stalling every other client for seconds).
+        self._announcing: set[str] = set()
 
     # -- apps -------------------------------------------------------------------------------
 
@@ -184,13 +190,24 @@ class Bridge:
                 del self.streams[client_id]
 
     def _announce(self, client_id: str) -> None:
-        for stream in list(self.streams.get(client_id, ())):
-            stream.tools_changed()
+        if client_id in self.streams:
+            first = not self._announcing
+            self._announcing.add(client_id)
+            if first:
+                self._wake(-math.inf)  # at once: as soon as this turn's other work is done
+
+    def _tell_streams(self) -> None:
+        announcing, self._announcing = self._announcing, set()
+        for client_id in announcing:
+            for stream in list(self.streams.get(client_id, ())):
+                stream.tools_changed()
 
     # -- time -------------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        """When `on_timer` next has work to do, or None."""
+        """When `on_timer` next has work to do, or None; -inf for at once."""
+        if self._announcing:
+            return -math.inf
         best = self.calls.next_deadline()
         for when in (self._sweep_at, self._streams_tick_at):
             if when is not None and (best is None or when < best):
@@ -198,7 +215,9 @@ class Bridge:
         return best
 
     def on_timer(self, now: float) -> None:
-        """Do whatever is due at `now`: timeouts, streaming switches, keep-alives, idle apps."""
+        """Do whatever is due at `now`: changes to announce, timeouts, streaming switches, keep-alives, idle apps."""
+        if self._announcing:
+            self._tell_streams()
         for call in self.calls.on_timer(now):
             app = call.app
             del app.calls[call.id]

@@ -153,7 +153,8 @@ class Server:
     # -- the core's timers ------------------------------------------------------------------
 
     def wake(self, when: float) -> None:
-        """The bridge has a deadline at `when`: make sure the timer fires by then."""
+        """The bridge has a deadline at `when` (-inf: at once): make sure the timer fires by then."""
+        when = max(when, self.loop.time())
         if self._timer_at is not None and self._timer_at <= when:
             return
         if self._timer is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from fakes import (
@@ -36,6 +37,12 @@ def online(bridge, client_id="app-1", *names, now=NOW):
         register(channel, *(tool(n) for n in names), now=now)
     link.new_frames()
     return channel, link
+
+
+def turn(bridge, now=NOW) -> None:
+    """The loop's turn ends: the bridge does what it asked to do at once (announcing changes)."""
+    assert bridge.next_deadline() == -math.inf
+    bridge.on_timer(now)
 
 
 def listen(bridge, client_id="app-1", now=NOW) -> RecordingStream:
@@ -101,8 +108,10 @@ def test_replacing_an_app_that_had_tools_announces_list_changed():
     bridge = make_bridge()
     stream = listen(bridge)
     online(bridge, "app-1", "echo")
+    turn(bridge)
     assert stream.events == ["tools_changed"]
     connect(bridge, "app-1")
+    turn(bridge)
     assert stream.events == ["tools_changed", "tools_changed"]
 
 
@@ -121,7 +130,11 @@ def test_the_replaced_connection_ending_leaves_the_newer_one_alone():
     bridge = make_bridge()
     stream = listen(bridge)
     older, _ = online(bridge, "app-1", "echo")
-    newer, _ = online(bridge, "app-1", "echo")
+    turn(bridge)
+    newer, _ = connect(bridge, "app-1")
+    turn(bridge)
+    register(newer, tool("echo"))
+    turn(bridge)
     assert stream.events == ["tools_changed"] * 3  # register, replacement, new register
     older.connection_lost()
     assert bridge.apps == {"app-1": newer}
@@ -162,10 +175,12 @@ def test_a_peer_close_fails_calls_and_announces():
     bridge = make_bridge()
     stream = listen(bridge)
     channel, _ = online(bridge, "app-1", "echo")
+    turn(bridge)
     _, waiter = start(bridge, channel)
     # The app's own close frame (1000), masked as every client frame is.
     channel.receive_data(client_frame(Op.CLOSE, b"\x03\xe8bye"), NOW)
     assert waiter.events == [DISCONNECTED]
+    turn(bridge)
     assert stream.events == ["tools_changed", "tools_changed"]
     assert bridge.apps == {}
 
@@ -174,7 +189,9 @@ def test_a_disconnection_with_tools_announces_list_changed():
     bridge = make_bridge()
     stream = listen(bridge)
     channel, _ = online(bridge, "app-1", "echo")
+    turn(bridge)
     channel.connection_lost()
+    turn(bridge)
     assert stream.events == ["tools_changed", "tools_changed"]
 
 
@@ -203,8 +220,10 @@ def test_a_register_identical_to_the_current_set_announces_nothing():
     bridge = make_bridge()
     stream = listen(bridge)
     channel, _ = online(bridge, "app-1", "a", "b")
+    turn(bridge)
     register(channel, tool("a"), tool("b"))
     register(channel, tool("a"), tool("b"), instructions="only the instructions changed")
+    assert bridge.next_deadline() != -math.inf  # nothing to announce
     assert stream.events == ["tools_changed"]
 
 
@@ -223,7 +242,9 @@ def test_a_register_with_different_tools_announces_list_changed(second):
     bridge = make_bridge()
     stream = listen(bridge)
     channel, _ = online(bridge, "app-1", "a", "b")
+    turn(bridge)
     register(channel, *second)
+    turn(bridge)
     assert stream.events == ["tools_changed", "tools_changed"]
 
 
@@ -239,6 +260,7 @@ def test_a_new_connection_registering_tools_announces_list_changed():
     bridge = make_bridge()
     stream = listen(bridge)
     online(bridge, "app-1", "echo")
+    turn(bridge)
     assert stream.events == ["tools_changed"]
 
 
@@ -246,6 +268,7 @@ def test_every_stream_of_the_client_id_hears_it():
     bridge = make_bridge()
     streams = [listen(bridge) for _ in range(3)]
     online(bridge, "app-1", "echo")
+    turn(bridge)
     assert [s.events for s in streams] == [["tools_changed"]] * 3
 
 
@@ -254,10 +277,36 @@ def test_streams_of_another_client_id_never_hear_it():
     mine = listen(bridge, "app-1")
     other = listen(bridge, "app-2")
     channel, _ = online(bridge, "app-1", "echo")
+    turn(bridge)
     register(channel, tool("other"))
+    turn(bridge)
     connect(bridge, "app-1")
+    turn(bridge)
     assert mine.events == ["tools_changed"] * 3
     assert other.events == []
+
+
+def test_changes_within_one_turn_are_announced_once_when_it_ends():
+    """A burst of registers read in one turn costs each stream one list_changed, not one each."""
+    wake = RecordingWake()
+    bridge = make_bridge(wake=wake)
+    streams = [listen(bridge) for _ in range(64)]
+    channel, _ = online(bridge, "app-1", "a")
+    for number in range(1_000):
+        register(channel, tool(f"t{number % 2}"))
+    assert [s.events for s in streams] == [[]] * 64  # nothing yet, within the turn
+    assert wake.times.count(-math.inf) == 1  # asked once to be woken at once
+    turn(bridge)
+    assert [s.events for s in streams] == [["tools_changed"]] * 64
+    assert bridge.next_deadline() != -math.inf
+
+
+def test_a_change_with_no_stream_listening_asks_for_nothing():
+    wake = RecordingWake()
+    bridge = make_bridge(wake=wake)
+    channel, _ = online(bridge, "app-1", "a")
+    register(channel, tool("b"))
+    assert -math.inf not in wake.times
 
 
 def test_a_removed_stream_hears_nothing_more():
@@ -665,10 +714,12 @@ def test_an_overflowed_app_gets_4429_at_once():
     bridge = make_bridge()
     stream = listen(bridge)
     channel, link = online(bridge, "app-1", "echo")
+    turn(bridge)
     _, waiter = start(bridge, channel)
     channel.overflowed()
     assert link.close() == (4429, "the app does not read: unsent data passed the hard limit")
     assert waiter.events == [DISCONNECTED]
+    turn(bridge)
     assert stream.events == ["tools_changed", "tools_changed"]
 
 
@@ -728,6 +779,7 @@ def test_streams_stay_open_while_the_app_is_offline():
     bridge = make_bridge()
     stream = listen(bridge)
     channel, _ = online(bridge, "app-1", "echo")
+    turn(bridge)
     channel.connection_lost()
     bridge.on_timer(NOW + 15)
     assert stream.events == ["tools_changed", "tools_changed", "keep_alive"]
