@@ -1,7 +1,8 @@
 """The bench's output: one table beside the published Rust numbers, a JSON file and a PNG chart.
 
-The Rust figures are those its README publishes (§08 "Measured"), on 2 shared vCPUs
-with the load generator on the same machine; the targets are those of docs/benchmarks.md. Figures 5 and 6
+The Rust figures are those the Rust bridge's product page publishes under "Measured" (the
+column "Rust (published)" of docs/benchmarks.md), on 2 shared vCPUs with the load generator
+on the same machine; the targets are those of docs/benchmarks.md. Figures 5 and 6
 are ratios measured in the same run, never against numbers from another run. The
 "floor" rows (bench/floor.py) show what a server doing next to nothing costs on this
 machine in the same run, so that a noisy or slow machine can be told from a slow bridge;
