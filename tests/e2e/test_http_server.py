@@ -135,6 +135,19 @@ class TestPaths:
             assert response.status == 200, response.body
             assert response.json() == {"jsonrpc": "2.0", "id": 3, "result": {}}
 
+    def test_a_body_nested_past_the_json_limit_is_a_parse_error(self, bridge):
+        """docs/configuration.md: JSON nested deeper than about 1,000 levels is refused, not a crash."""
+        deep = b"[" * 2000 + b"]" * 2000
+        body = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":' + deep + b"}}"
+        with RawHttp(bridge.port) as conn:
+            conn.send(mcp_post(body, bridge.token("agent", "x")))
+            response = conn.read_response()
+            assert response.status == 400
+            error = response.json()["error"]
+            assert (error["code"], error["message"]) == (-32700, "Parse error: the body nests too deeply")
+            conn.send(HEALTHZ)  # and the connection serves on
+            assert_ok_health(conn.read_response())
+
     def test_a_websocket_upgrade_over_http_1_0_is_400(self, bridge):
         """RFC 6455 §4.1: the opening handshake is HTTP/1.1 or later, so 1.0 gets no 101."""
         token = bridge.token("client", "x")
