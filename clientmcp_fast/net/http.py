@@ -199,7 +199,7 @@ class HttpProtocol:
         return False
 
     def pause_writing(self) -> None:
-        # An agent that does not read gets nothing more parsed until it catches up.
+        # An agent that does not read gets nothing more parsed, nor answered, until it catches up.
         self._write_paused = True
         self.transport.pause_reading()
 
@@ -207,6 +207,7 @@ class HttpProtocol:
         self._write_paused = False
         if not self._pipeline_paused and not self.reader.stopped:
             self.transport.resume_reading()
+        self._serve()
 
     # -- requests in, answers out -----------------------------------------------------------
 
@@ -230,7 +231,9 @@ class HttpProtocol:
         self._serving = True
         try:
             queue = self._queue
-            while self._current is None and not self._closed:
+            # Paused writing: the agent has not read the answers so far, so the next pipelined
+            # request waits (resume_writing serves it): unread answers are one at a time.
+            while self._current is None and not self._closed and not self._write_paused:
                 if not queue:
                     if self._reading & REFUSED:
                         refusal = self.reader.refusal
