@@ -13,7 +13,7 @@ AUTOBAHN := .autobahn
 AUTOBAHN_STAMP := $(AUTOBAHN)/.installed
 PEERS := $(NODE_STAMP) $(AUTOBAHN_STAMP)
 
-.PHONY: demo prerequisites test test-compiled test-pure test-container peers bench bench-frozen bench-micro binary image clean
+.PHONY: demo prerequisites test test-compiled test-pure test-container peers bench bench-burst bench-frozen bench-micro binary image clean
 
 # A typed module is compiled from its .py, typed by the .pxd beside it: a change to either rebuilds.
 TYPED := $(wildcard clientmcp_fast/*/*.pxd)
@@ -81,6 +81,10 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# One app's burst of registers against unread notification streams (bench/burst.py).
+bench-burst: $(STAMP) $(BENCH_STAMP)
+	$(BIN)/python -m bench.burst $(BENCH_ARGS)
 
 # The frozen builds beside the virtualenv install, in one run (bench/frozen.py); as root.
 bench-frozen: $(STAMP) $(BENCH_STAMP) image binary

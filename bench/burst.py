@@ -1,0 +1,131 @@
+"""`python -m bench.burst`: what one app's burst of registers costs every other client.
+
+A bridge (the virtualenv's, `python -m clientmcp_fast serve`) with STREAMS legacy
+notification streams open for the app's client ID, each on a connection with a 4 KiB
+receive window that never reads, and one app that sends REGISTERS registers as fast as it
+can, alternating two tool sets (so each changes the set and is announced). Meanwhile
+another connection asks `/healthz` every 5 ms; the figures are the time until every
+register is answered and the worst `/healthz` answer seen, and the bridge's RSS before
+and after (the unread streams must not hold the announcements). docs/protocol.md,
+Notification streams, explains the two rules these figures are for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import websockets
+
+from bench.run import HOST, free_port
+from clientmcp_fast.core.tokens import mint
+
+CLIENT_ID = "burst"
+
+
+def unread_stream(port: int, token: str) -> socket.socket:
+    """A legacy GET stream whose agent reads nothing after sending the request."""
+    conn = socket.socket()
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    conn.connect((HOST, port))
+    conn.sendall(
+        f"GET /mcp HTTP/1.1\r\nHost: {HOST}\r\nAuthorization: Bearer {token}\r\n"
+        "Accept: text/event-stream\r\n\r\n".encode()
+    )
+    return conn
+
+
+def probe_health(port: int, stop: threading.Event, worst: list[float]) -> None:
+    """Ask /healthz on fresh connections until `stop`; the slowest answer goes into `worst`."""
+    while not stop.is_set():
+        started = time.monotonic()
+        with socket.create_connection((HOST, port), timeout=30) as conn:
+            conn.sendall(f"GET /healthz HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+            conn.recv(256)
+        worst[0] = max(worst[0], time.monotonic() - started)
+        time.sleep(0.005)
+
+
+async def burst(port: int, secret: bytes, registers: int) -> float:
+    """Send `registers` registers and wait for every answer; the seconds it took."""
+    token = mint(secret, "client", CLIENT_ID, 3600, time.time())
+    async with websockets.connect(f"ws://{HOST}:{port}/connect", subprotocols=["clientmcp.v1", token]) as app:
+        frames = [
+            json.dumps(
+                {"type": "register", "tools": [{"name": f"t{n % 2}", "inputSchema": {"type": "object"}}]}
+            )
+            for n in range(registers)
+        ]
+        started = time.monotonic()
+
+        async def send_all() -> None:
+            for frame in frames:
+                await app.send(frame)
+
+        sending = asyncio.create_task(send_all())
+        for _ in range(registers):
+            if json.loads(await asyncio.wait_for(app.recv(), 60)) != {"type": "registered"}:
+                raise SystemExit("bench.burst: a register was not answered with registered")
+        await sending
+        return time.monotonic() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.burst", description=__doc__.splitlines()[0])
+    parser.add_argument("--registers", type=int, default=50_000)
+    parser.add_argument("--streams", type=int, default=64)
+    flags = parser.parse_args(argv)
+    secret = secrets.token_hex(32)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLIENTMCP_")}
+    env.update(CLIENTMCP_SECRET=secret, CLIENTMCP_HOST=HOST, CLIENTMCP_PORT=str(port), CLIENTMCP_LOG="warn")
+    bridge = subprocess.Popen([sys.executable, "-m", "clientmcp_fast", "serve"], env=env)
+    try:
+        give_up = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection((HOST, port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > give_up or bridge.poll() is not None:
+                    print("bench.burst: FAILED: the bridge did not listen", file=sys.stderr)
+                    return 1
+                time.sleep(0.05)
+        agent = mint(secret.encode(), "agent", CLIENT_ID, 3600, time.time())
+        streams = [unread_stream(port, agent) for _ in range(flags.streams)]
+        time.sleep(0.5)
+        process = psutil.Process(bridge.pid)
+        rss_before = process.memory_info().rss
+        worst = [0.0]
+        stop = threading.Event()
+        prober = threading.Thread(target=probe_health, args=(port, stop, worst))
+        prober.start()
+        try:
+            took = asyncio.run(burst(port, secret.encode(), flags.registers))
+        finally:
+            stop.set()
+            prober.join()
+        rss_after = process.memory_info().rss
+        for conn in streams:
+            conn.close()
+    finally:
+        bridge.terminate()
+        bridge.wait(10)
+    print(
+        f"{flags.registers:,} registers with {flags.streams} unread streams: all answered in {took:.2f} s; "
+        f"worst /healthz {worst[0] * 1000:.0f} ms; bridge RSS {rss_before / 2**20:.1f} -> {rss_after / 2**20:.1f} MB"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
