@@ -1,6 +1,6 @@
 """`python -m bench.burst`: what one app's burst of registers costs every other client.
 
-A bridge (the virtualenv's, `python -m clientmcp_fast serve`) with STREAMS legacy
+A bridge (the virtualenv's, started as `python -m bench` starts it) with STREAMS legacy
 notification streams open for the app's client ID, each on a connection with a 4 KiB
 receive window that never reads, and one app that sends REGISTERS registers as fast as it
 can, alternating two tool sets (so each changes the set and is announced). Meanwhile
@@ -15,18 +15,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import secrets
 import socket
-import subprocess
 import sys
 import threading
 import time
 
-import psutil
 import websockets
 
-from bench.run import HOST, free_port
+from bench.run import HOST, BenchError, Fleet, start_bridge, wait_healthy
 from clientmcp_fast.core.tokens import mint
 
 CLIENT_ID = "burst"
@@ -85,41 +82,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", type=int, default=64)
     flags = parser.parse_args(argv)
     secret = secrets.token_hex(32)
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLIENTMCP_")}
-    env.update(CLIENTMCP_SECRET=secret, CLIENTMCP_HOST=HOST, CLIENTMCP_PORT=str(port), CLIENTMCP_LOG="warn")
-    bridge = subprocess.Popen([sys.executable, "-m", "clientmcp_fast", "serve"], env=env)
+    fleet = Fleet()  # bench.run's: the bridge's log goes to bench/_build/logs, and it is stopped at the end
     try:
-        give_up = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection((HOST, port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > give_up or bridge.poll() is not None:
-                    print("bench.burst: FAILED: the bridge did not listen", file=sys.stderr)
-                    return 1
-                time.sleep(0.05)
+        bridge = start_bridge(fleet, "burst-bridge", secret, False, [])
+        wait_healthy(fleet, bridge.name, bridge.port, "/healthz")
         agent = mint(secret.encode(), "agent", CLIENT_ID, 3600, time.time())
-        streams = [unread_stream(port, agent) for _ in range(flags.streams)]
+        streams = [unread_stream(bridge.port, agent) for _ in range(flags.streams)]
         time.sleep(0.5)
-        process = psutil.Process(bridge.pid)
-        rss_before = process.memory_info().rss
+        rss_before = bridge.process.memory_info().rss
         worst = [0.0]
         stop = threading.Event()
-        prober = threading.Thread(target=probe_health, args=(port, stop, worst))
+        prober = threading.Thread(target=probe_health, args=(bridge.port, stop, worst))
         prober.start()
         try:
-            took = asyncio.run(burst(port, secret.encode(), flags.registers))
+            took = asyncio.run(burst(bridge.port, secret.encode(), flags.registers))
         finally:
             stop.set()
             prober.join()
-        rss_after = process.memory_info().rss
+        rss_after = bridge.process.memory_info().rss
         for conn in streams:
             conn.close()
+    except BenchError as error:
+        print(f"bench.burst: FAILED: {error}", file=sys.stderr)
+        return 1
     finally:
-        bridge.terminate()
-        bridge.wait(10)
+        fleet.stop_all()
     print(
         f"{flags.registers:,} registers with {flags.streams} unread streams: all answered in {took:.2f} s; "
         f"worst /healthz {worst[0] * 1000:.0f} ms; bridge RSS {rss_before / 2**20:.1f} -> {rss_after / 2**20:.1f} MB"

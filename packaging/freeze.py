@@ -1,11 +1,11 @@
 """Freezes the `clientmcp` command with PyInstaller: a folder (for the image) or a single file.
 
-    python packaging/freeze.py folder DIR   # DIR/clientmcp/clientmcp and its _internal/
-    python packaging/freeze.py rootfs DIR   # the folder at DIR/clientmcp, and the C library it needs
+    python packaging/freeze.py rootfs DIR   # DIR/clientmcp/clientmcp, its _internal/, the C library it needs
     python packaging/freeze.py single FILE  # one static file (PyInstaller one-file, then staticx)
 
-Run it with the Python that has the bridge installed with its compiled extensions: what
-that Python imports is what gets frozen. docs/deployment.md says why each choice is made.
+Run it with the Python that has the bridge installed (`pip install .`, not editable: PyInstaller
+cannot see an editable install's import finder) with its compiled extensions: what that
+Python imports is what gets frozen. The Dockerfile runs both. docs/deployment.md says why each choice is made.
 """
 
 from __future__ import annotations
@@ -50,16 +50,14 @@ EXCLUDED = (
 )
 
 
-def pyinstaller(mode: str, dist: Path, work: Path) -> None:
-    """Run PyInstaller on the entry point; the result is dist/clientmcp (a folder or a file)."""
+def pyinstaller(one_file: bool, dist: Path, work: Path) -> None:
+    """Run PyInstaller on the entry point; the result is dist/clientmcp (a file, or a folder)."""
     from PyInstaller.__main__ import run
-
-    import clientmcp_fast
 
     arguments = [
         str(HERE / "entry.py"),
         "--name=clientmcp",
-        "--onedir" if mode == "folder" else "--onefile",
+        "--onefile" if one_file else "--onedir",
         f"--distpath={dist}",
         f"--workpath={work}",
         f"--specpath={work}",
@@ -70,11 +68,6 @@ def pyinstaller(mode: str, dist: Path, work: Path) -> None:
         "--log-level=WARN",
     ]
     arguments += [f"--exclude-module={name}" for name in EXCLUDED]
-    installed_in = str(Path(clientmcp_fast.__file__).parent.parent)
-    if installed_in not in sys.path:
-        # An editable install (`make`'s .venv): PyInstaller cannot see its import finder, so it
-        # is told where the package is; the compiled modules lie beside the sources there.
-        arguments.append(f"--paths={installed_in}")
     run(arguments)
 
 
@@ -133,19 +126,18 @@ def rootfs(root: Path) -> None:
 
 def main(argv: list[str]) -> int:
     """Freeze as asked on the command line; the exit status is returned."""
-    if len(argv) != 2 or argv[0] not in ("folder", "rootfs", "single"):
+    if len(argv) != 2 or argv[0] not in ("rootfs", "single"):
         print(__doc__, file=sys.stderr)
         return 2
     mode, target = argv[0], Path(argv[1]).resolve()
     with tempfile.TemporaryDirectory(prefix="clientmcp-freeze-") as scratch:
         work = Path(scratch)
-        if mode in ("folder", "rootfs"):
+        if mode == "rootfs":
             shutil.rmtree(target / "clientmcp", ignore_errors=True)
-            pyinstaller("folder", target, work)
-            if mode == "rootfs":
-                rootfs(target)
+            pyinstaller(False, target, work)
+            rootfs(target)
             return 0
-        pyinstaller(mode, work / "dist", work / "build")
+        pyinstaller(True, work / "dist", work / "build")
         target.parent.mkdir(parents=True, exist_ok=True)
         # staticx puts the executable and every shared library it loads, the C library
         # included, into one static file: it needs nothing of the host's but the kernel.

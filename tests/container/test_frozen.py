@@ -24,6 +24,7 @@ import pytest
 import websockets
 from agents import MODERN, sdk_agent, websocket_app
 from mcp.types import TextContent
+from test_cli import free_port
 
 from clientmcp_fast.core.tokens import mint
 
@@ -31,12 +32,6 @@ from .conftest import SECRET_TEXT, Frozen, environment
 
 DAY = 86_400
 SLOW_SECONDS = 1.6  # past the bridge's one second, so that the answer is streamed
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Served:

@@ -27,18 +27,13 @@ import httpx2
 import pytest
 from agents import MODERN, WAIT, legacy_body, sdk_agent, websocket_app
 from mcp.types import TextContent
+from test_cli import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 SLOW_SECONDS = 3.5  # three keep-alives, a second apart, before the answer
 
 pytestmark = pytest.mark.anyio
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def replaced(text: str, old: str, new: str) -> str:
