@@ -24,8 +24,11 @@ cdef class WebSocketProtocol(Link):
     cdef public WriteQueue _writes
     cdef public Py_ssize_t _hard_bytes
     cdef public bint _paused
+    cdef public object _unfed
+    cdef public Py_ssize_t _unfed_at
 
     cpdef data_received(self, data)
+    cpdef _feed_slice(self)
     cpdef write(self, data)
     cpdef write_now(self, data)
     cpdef end(self, wait_for_peer)

@@ -15,6 +15,13 @@ if TYPE_CHECKING:
 # data to drain) before the transport is aborted.
 CLOSE_WAIT_SECONDS = 3.0
 
+# uvloop reads a socket into a 256,000-byte buffer, again and again in one loop turn while
+# each read fills it: one app's 4 MB burst of registers (50,000 of them, 0.3 s of work) was
+# read and handled before any other client was served. So a read larger than this goes to the
+# session a slice per loop turn, with reading paused meanwhile: one app costs any turn at
+# most this much input (about 6 ms of registers or pings, pure; less compiled).
+READ_TURN_BYTES = 64 * 1024
+
 
 class Session(Protocol):
     """What runs on the WebSocket: the client channel (`AppChannel`) or the test echo."""
@@ -74,6 +81,8 @@ class WebSocketProtocol(Link):
         "_writes",
         "_hard_bytes",
         "_paused",
+        "_unfed",
+        "_unfed_at",
     )
 
     def __init__(self, server: Server, transport: asyncio.Transport) -> None:
@@ -86,6 +95,8 @@ class WebSocketProtocol(Link):
         self._writes: WriteQueue = server.writes
         self._hard_bytes: int = server.limits.app_hard_bytes
         self._paused = False  # the transport holds more than the soft limit (pause_writing)
+        self._unfed: bytes | None = None  # a large read's slices still to give the session
+        self._unfed_at = 0
         # pause_writing above the soft limit (new calls get "busy"), resume below half of it.
         soft = server.limits.app_soft_bytes
         transport.set_write_buffer_limits(high=soft, low=soft // 2)
@@ -102,7 +113,29 @@ class WebSocketProtocol(Link):
     # -- asyncio.Protocol -------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        self.session.receive_data(data, self._time())
+        if len(data) <= READ_TURN_BYTES:
+            self.session.receive_data(data, self._time())
+            return
+        self.transport.pause_reading()
+        self._unfed = data
+        self._unfed_at = 0
+        self._feed_slice()
+
+    def _feed_slice(self) -> None:
+        """Give the session the next slice of a large read; the rest in a later loop turn."""
+        data = self._unfed
+        if data is None:
+            return  # the connection is gone
+        start = self._unfed_at
+        end = start + READ_TURN_BYTES
+        self.session.receive_data(data[start:end], self._time())
+        if end < len(data) and not self.transport.is_closing():
+            self._unfed_at = end
+            self.server.loop.call_soon(self._feed_slice)
+            return
+        self._unfed = None
+        if not self.transport.is_closing():
+            self.transport.resume_reading()
 
     def eof_received(self) -> bool:
         return False
@@ -112,6 +145,7 @@ class WebSocketProtocol(Link):
             self._close_timer.cancel()
             self._close_timer = None
         self._out = None
+        self._unfed = None
         self.session.connection_lost()
         self.server.websocket_closed(self)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from clientmcp_fast.core.limits import Limits
-from clientmcp_fast.net.websocket import WebSocketProtocol, WriteQueue
+from clientmcp_fast.net.websocket import READ_TURN_BYTES, WebSocketProtocol, WriteQueue
 
 
 class Transport:
@@ -134,3 +134,79 @@ def test_unsent_data_past_the_soft_limit_congests_and_past_the_hard_limit_overfl
     assert session.events == ["congested"]  # at the hard limit
     protocol.write_now(b"x")
     assert session.events == ["congested", "overflowed"]  # past it, at once
+
+
+class ReadingTransport(Transport):
+    """A transport that records whether reading is paused, as the protocol asks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = True
+        self.closing = False
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+
+class FeedRecorder:
+    """A session that keeps every piece of input it is given."""
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes] = []
+
+    def receive_data(self, data: bytes, now: float) -> None:
+        self.pieces.append(data)
+
+    def connection_lost(self) -> None: ...
+
+
+def reading_link() -> tuple[WebSocketProtocol, ReadingTransport, FeedRecorder, list]:
+    """A WebSocketProtocol on a ReadingTransport; `soon` holds what it asked the loop to call next turn."""
+    soon: list = []
+    transport = ReadingTransport()
+    loop = SimpleNamespace(call_soon=soon.append)
+    server = SimpleNamespace(
+        limits=Limits(),
+        time=lambda: 0.0,
+        writes=WriteQueue(soon.append),
+        loop=loop,
+        websocket_closed=lambda p: None,
+    )
+    protocol = WebSocketProtocol(server, transport)  # type: ignore[arg-type]
+    session = FeedRecorder()
+    protocol.session = session  # type: ignore[assignment]
+    return protocol, transport, session, soon
+
+
+def test_a_small_read_goes_to_the_session_at_once():
+    protocol, transport, session, soon = reading_link()
+    protocol.data_received(b"x" * READ_TURN_BYTES)
+    assert session.pieces == [b"x" * READ_TURN_BYTES] and soon == [] and transport.reading
+
+
+def test_a_large_read_goes_a_slice_per_loop_turn_with_reading_paused():
+    protocol, transport, session, soon = reading_link()
+    data = bytes(range(256)) * (READ_TURN_BYTES * 3 // 256) + b"tail"
+    protocol.data_received(data)
+    assert session.pieces == [data[:READ_TURN_BYTES]] and not transport.reading
+    turns = 0
+    while soon:
+        soon.pop()()
+        turns += 1
+    assert turns == 3 and transport.reading
+    assert b"".join(session.pieces) == data
+    assert all(len(piece) <= READ_TURN_BYTES for piece in session.pieces)
+
+
+def test_a_large_read_stops_when_the_connection_is_lost():
+    protocol, transport, session, soon = reading_link()
+    protocol.data_received(b"x" * (READ_TURN_BYTES * 2))
+    protocol.connection_lost(None)
+    soon.pop()()
+    assert session.pieces == [b"x" * READ_TURN_BYTES] and soon == []
