@@ -106,3 +106,15 @@ def test_a_bearer_header_without_a_token_is_no_token(endpoint):
             401,
             "Unauthorized: no agent token: send Authorization: Bearer <token>",
         )
+
+
+def test_the_accept_values_read_are_remembered_within_a_bound(endpoint):
+    # Accept is the agent's to choose too: past 256 distinct values, each is parsed every time.
+    alice = bearer("alice")
+    for n in range(300):
+        headers = {b"content-type": b"application/json", b"accept": b"application/json, x/%d" % n}
+        headers[b"authorization"] = alice
+        exchange = RecordingExchange(request_with_headers(b"POST", b"/mcp", headers, (), LIST, True))
+        endpoint.handle(exchange, b"", NOW)
+        assert exchange.answer[0] == 200
+    assert len(endpoint._accept_cache) == 256

@@ -5,6 +5,7 @@ from __future__ import annotations
 import httptools
 import pytest
 
+from clientmcp_fast.core import http as core_http
 from clientmcp_fast.core.http import (
     ACCEPT,
     AUTHORIZATION,
@@ -103,3 +104,13 @@ def test_every_header_the_bridge_reads_by_position_is_a_known_name():
     assert all(name == name.lower() for name in KNOWN_NAMES)
     without_others = request_with_headers(b"GET", b"/", {b"host": b"a"})
     assert without_others.others is None and without_others.headers == {b"host": b"a"}
+
+
+def test_the_heads_remembered_are_bounded_and_the_rest_still_built():
+    # A CORS origin is echoed in the head, and agents choose origins: past the bound, heads
+    # are built every time and none is kept.
+    for n in range(core_http._MAX_HEAD_PREFIXES + 100):
+        headers = ((b"access-control-allow-origin", b"https://%d.example" % n),)
+        message = response_message(200, headers, b"{}", False)
+        assert b"access-control-allow-origin: https://%d.example\r\n" % n in message
+    assert len(core_http._HEAD_PREFIXES) <= core_http._MAX_HEAD_PREFIXES
