@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 from weakref import WeakValueDictionary
 
 import msgspec
+import orjson
 
 from clientmcp_fast.core.limits import MAX_CLOSE_REASON_BYTES
 from clientmcp_fast.core.messages import decode_raw_list, decode_tool_head
@@ -60,7 +60,7 @@ def _problem(index: int, name: Any, problem: str) -> RegisterError:
         room = MAX_CLOSE_REASON_BYTES - len(f"{head} : {problem}".encode())
         name = name[:40]
         while True:
-            shown = json.dumps(name, ensure_ascii=False)
+            shown = orjson.dumps(name).decode()
             if len(shown.encode()) <= room:
                 return RegisterError(f"{head} {shown}: {problem}")
             if not name:
