@@ -18,7 +18,7 @@ PEERS := $(NODE_STAMP) $(AUTOBAHN_STAMP)
 # A typed module is compiled from its .py, typed by the .pxd beside it: a change to either rebuilds.
 TYPED := $(wildcard clientmcp_fast/*/*.pxd)
 
-$(STAMP): pyproject.toml setup.py $(wildcard _speedups/*.pyx _speedups/*.pxd) $(TYPED) $(TYPED:.pxd=.py)
+$(STAMP): pyproject.toml setup.py $(wildcard _speedups/*.pyx _speedups/*.pxd vendor/llhttp/*/*) $(TYPED) $(TYPED:.pxd=.py)
 	$(PYTHON) -m venv $(VENV)
 	CLIENTMCP_BUILD_EXTENSION=yes $(BIN)/pip install --quiet -e '.[test]'
 	touch $@

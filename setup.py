@@ -18,6 +18,10 @@ MODULES = ("frames", "routing", "http_reader", "splice")
 # (Cython's pure Python mode). The .py stays the source, and runs interpreted with
 # CLIENTMCP_NO_EXTENSIONS=1 (clientmcp_fast/__init__.py); speedups.TYPED_MODULES lists them too.
 TYPED = sorted(".".join(pxd.with_suffix("").parts) for pxd in Path("clientmcp_fast").rglob("*.pxd"))
+# llhttp as released (vendor/llhttp/README.md), compiled into the request reader beside its .pyx
+# and declared from its own header (_speedups/http_reader.pxd).
+LLHTTP = "vendor/llhttp"
+LLHTTP_SOURCES = [f"{LLHTTP}/src/{name}.c" for name in ("api", "http", "llhttp")]
 NO_EXTENSIONS = bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS"))
 REQUIRED = os.environ.get("CLIENTMCP_BUILD_EXTENSION", "").lower() in ("1", "yes", "true")
 
@@ -56,6 +60,21 @@ class OptionalBuildExt(build_ext):
         )
 
 
+def hot_path(name):
+    """The extension of `_speedups/{name}.pyx`, with the C it is built with."""
+    if name != "http_reader":
+        return Extension(name, [f"_speedups/{name}.pyx"])
+    return Extension(
+        name,
+        [f"_speedups/{name}.pyx", *LLHTTP_SOURCES],
+        include_dirs=[f"{LLHTTP}/include"],
+        depends=[f"{LLHTTP}/include/llhttp.h"],
+        # llhttp's functions stay inside the module: a copy of llhttp loaded into the process
+        # with RTLD_GLOBAL (httptools' own, which may be of another release) cannot stand in for them.
+        extra_compile_args=[] if os.name == "nt" else ["-fvisibility=hidden"],
+    )
+
+
 def extensions():
     if NO_EXTENSIONS:
         return []
@@ -70,7 +89,7 @@ def extensions():
     # compiled as the top-level module `name`, then installed inside clientmcp_fast._speedups
     # (the import system only needs PyInit_<name>, which both spellings share).
     compiled = cythonize(
-        [Extension(name, [f"_speedups/{name}.pyx"]) for name in MODULES],
+        [hot_path(name) for name in MODULES],
         compiler_directives={"language_level": "3"},
         quiet=True,
     )

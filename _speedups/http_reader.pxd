@@ -1,61 +1,53 @@
-from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport uint8_t, uint64_t
 
 
-# llhttp 9.4 as httptools 0.9 carries it (its vendor/llhttp/include/llhttp.h): the parser's
-# functions are looked up in httptools' own module at import, so these layouts must be that
-# release's. The import checks the version and parses a probe request before it is used.
-cdef struct llhttp_t:
-    int32_t _index
-    void* _span_pos0
-    void* _span_cb0
-    int32_t error
-    const char* reason
-    const char* error_pos
-    void* data
-    void* _current
-    uint64_t content_length
-    uint8_t type
-    uint8_t method
-    uint8_t http_major
-    uint8_t http_minor
-    uint8_t header_state
-    uint16_t lenient_flags
-    uint8_t upgrade
-    uint8_t finish
-    uint16_t flags
-    uint16_t status_code
-    uint8_t initial_message_completed
-    void* settings
+# llhttp's own header, vendor/llhttp/include/llhttp.h, whose C (vendor/llhttp/src) setup.py
+# compiles into this module: only what the reader uses is declared here, and the C compiler
+# lays the structs out from the header itself, whatever else they hold.
+cdef extern from "llhttp.h":
+    enum:
+        LLHTTP_VERSION_MAJOR
+        LLHTTP_VERSION_MINOR
+        LLHTTP_VERSION_PATCH
 
-ctypedef int (*llhttp_data_cb)(llhttp_t*, const char*, size_t) noexcept
-ctypedef int (*llhttp_cb)(llhttp_t*) noexcept
+    ctypedef struct llhttp_t:
+        void* data
+        uint64_t content_length
+        uint8_t method
+        uint8_t http_major
+        uint8_t http_minor
+        uint8_t upgrade
 
-cdef struct llhttp_settings_t:
-    llhttp_cb on_message_begin
-    llhttp_data_cb on_protocol
-    llhttp_data_cb on_url
-    llhttp_data_cb on_status
-    llhttp_data_cb on_method
-    llhttp_data_cb on_version
-    llhttp_data_cb on_header_field
-    llhttp_data_cb on_header_value
-    llhttp_data_cb on_chunk_extension_name
-    llhttp_data_cb on_chunk_extension_value
-    llhttp_cb on_headers_complete
-    llhttp_data_cb on_body
-    llhttp_cb on_message_complete
-    llhttp_cb on_protocol_complete
-    llhttp_cb on_url_complete
-    llhttp_cb on_status_complete
-    llhttp_cb on_method_complete
-    llhttp_cb on_version_complete
-    llhttp_cb on_header_field_complete
-    llhttp_cb on_header_value_complete
-    llhttp_cb on_chunk_extension_name_complete
-    llhttp_cb on_chunk_extension_value_complete
-    llhttp_cb on_chunk_header
-    llhttp_cb on_chunk_complete
-    llhttp_cb on_reset
+    ctypedef int (*llhttp_data_cb)(llhttp_t*, const char* at, size_t length) noexcept
+    ctypedef int (*llhttp_cb)(llhttp_t*) noexcept
+
+    ctypedef struct llhttp_settings_t:
+        llhttp_cb on_message_begin
+        llhttp_data_cb on_url
+        llhttp_data_cb on_header_field
+        llhttp_data_cb on_header_value
+        llhttp_cb on_headers_complete
+        llhttp_data_cb on_body
+        llhttp_cb on_message_complete
+        llhttp_cb on_chunk_header
+        llhttp_cb on_chunk_complete
+
+    ctypedef enum llhttp_type_t:
+        HTTP_REQUEST
+
+    ctypedef enum llhttp_errno_t:
+        HPE_OK
+        HPE_PAUSED_UPGRADE
+
+    ctypedef int llhttp_method_t  # an enum in C: the method's number, as llhttp_t.method holds it
+
+    void llhttp_settings_init(llhttp_settings_t* settings) noexcept
+    void llhttp_init(llhttp_t* parser, llhttp_type_t type, const llhttp_settings_t* settings) noexcept
+    llhttp_errno_t llhttp_execute(llhttp_t* parser, const char* data, size_t length) noexcept
+    void llhttp_resume_after_upgrade(llhttp_t* parser) noexcept
+    const char* llhttp_get_error_pos(const llhttp_t* parser) noexcept
+    int llhttp_should_keep_alive(const llhttp_t* parser) noexcept
+    const char* llhttp_method_name(llhttp_method_t method) noexcept
 
 
 cdef struct Span:
@@ -68,7 +60,6 @@ cdef struct Span:
 
 cdef class RequestReader:
     cdef llhttp_t _llhttp
-    cdef char _llhttp_spare[64]  # room, should a llhttp_t of another release be larger
     cdef object _queue
     cdef object _enqueue
     cdef Py_ssize_t _max_head

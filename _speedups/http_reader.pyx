@@ -1,13 +1,13 @@
 # cython: language_level=3
-"""HTTP/1.1 request reading on httptools' llhttp, driven from C; the compiled twin of `clientmcp_fast/_pure/http_reader.py`.
+"""HTTP/1.1 request reading on llhttp, driven from C; the compiled twin of `clientmcp_fast/_pure/http_reader.py`.
 
 httptools' Python API hands each URL piece, header and body piece to a Python callback,
 making two bytes objects per header on the way: that was most of the cost of reading a
-request. Here the same parser, the llhttp inside httptools' own loaded module (its
-functions found by name at import), calls C functions of this module instead. A header
-of a name the bridge knows goes to that name's position in the request's list, with no
-name object made and nothing hashed, and the version is read as two numbers rather than
-a formatted string.
+request. Here the same parser, llhttp, compiled into this module from vendor/llhttp (the
+release httptools 0.9.0 carries), calls C functions of this module instead. A header of
+a name the bridge knows goes to that name's position in the request's list, with no name
+object made and nothing hashed, and the version is read as two numbers rather than a
+formatted string.
 
 The contract is the twin's, tested for identical results on the same bytes however
 they are cut: the moments the head limit is checked follow httptools' own (a header
@@ -20,10 +20,6 @@ from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
 from libc.stdint cimport uint64_t
 from libc.string cimport memcmp, memcpy, memset
-from posix.dlfcn cimport RTLD_NOW, dlerror, dlopen, dlsym
-
-import httptools
-import httptools.parser.parser as httptools_parser
 
 from clientmcp_fast._pure import http_reader as twin
 from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO
@@ -32,54 +28,17 @@ from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
 from clientmcp_fast._speedups.routing import route
 
-cdef extern from "<dlfcn.h>":
-    enum:
-        RTLD_NOLOAD
-
 cdef Py_ssize_t MAX_BODY = MAX_MESSAGE_BYTES
-cdef int HTTP_REQUEST = 1
 # The bits `feed` returns, as the twin defines them.
 cdef int READING_HEAD = twin.READING_HEAD
 cdef int READING_BODY = twin.READING_BODY
 cdef int EXPECTS_CONTINUE = twin.EXPECTS_CONTINUE
 cdef int STOPPED = twin.STOPPED
 cdef int REFUSED = twin.REFUSED
-cdef int HPE_OK = 0
-cdef int HPE_PAUSED_UPGRADE = 22
 cdef str HEAD_TOO_LARGE = "request head larger than the limit"
 
-# -- llhttp, from httptools' module ------------------------------------------------------------
-
-if not httptools.__version__.startswith("0.9."):
-    # The layouts in http_reader.pxd are llhttp 9.4's, as httptools 0.9 carries it.
-    raise ImportError(f"the compiled request reader is built for httptools 0.9, not {httptools.__version__}")
-
-ctypedef void (*init_fn)(llhttp_t*, int, const llhttp_settings_t*) noexcept
-ctypedef void (*settings_init_fn)(llhttp_settings_t*) noexcept
-ctypedef int (*execute_fn)(llhttp_t*, const char*, size_t) noexcept
-ctypedef void (*resume_fn)(llhttp_t*) noexcept
-ctypedef const char* (*error_pos_fn)(const llhttp_t*) noexcept
-ctypedef int (*keep_alive_fn)(const llhttp_t*) noexcept
-ctypedef const char* (*method_name_fn)(int) noexcept
-
-
-cdef void* _symbol(void* library, bytes name) except NULL:
-    found = dlsym(library, name)
-    if found == NULL:
-        raise ImportError(f"httptools' module has no {name.decode()}")
-    return found
-
-
-cdef void* _library = dlopen(httptools_parser.__file__.encode(), RTLD_NOW | RTLD_NOLOAD)
-if _library == NULL:
-    raise ImportError(f"cannot open httptools' parser module: {(<bytes>dlerror()).decode(errors='replace')}")
-cdef init_fn llhttp_init = <init_fn>_symbol(_library, b"llhttp_init")
-cdef settings_init_fn llhttp_settings_init = <settings_init_fn>_symbol(_library, b"llhttp_settings_init")
-cdef execute_fn llhttp_execute = <execute_fn>_symbol(_library, b"llhttp_execute")
-cdef resume_fn llhttp_resume_after_upgrade = <resume_fn>_symbol(_library, b"llhttp_resume_after_upgrade")
-cdef error_pos_fn llhttp_get_error_pos = <error_pos_fn>_symbol(_library, b"llhttp_get_error_pos")
-cdef keep_alive_fn llhttp_should_keep_alive = <keep_alive_fn>_symbol(_library, b"llhttp_should_keep_alive")
-cdef method_name_fn llhttp_method_name = <method_name_fn>_symbol(_library, b"llhttp_method_name")
+# The llhttp compiled in (vendor/llhttp/README.md).
+LLHTTP_VERSION = (LLHTTP_VERSION_MAJOR, LLHTTP_VERSION_MINOR, LLHTTP_VERSION_PATCH)
 
 # One settings table serves every reader: a callback finds its reader through `data`.
 cdef llhttp_settings_t SETTINGS
@@ -516,27 +475,3 @@ cdef class RequestReader:
             return 1
         return 0
 
-
-def _probe():
-    """Read requests with every part the bridge uses: the layouts above must be the loaded llhttp's."""
-    from collections import deque
-
-    queue = deque()
-    reader = RequestReader(queue, 4096, False)
-    reader.feed(b"POST /mcp/t HTTP/1.1\r\nHost: a\r\nX-Y: 1\r\nx-y: 2\r\nContent-Length: 2\r\n\r\n{}")
-    reader.feed(b"DELETE /mcp HTTP/1.0\r\n\r\n")
-    refused = reader.refusal
-    reader = RequestReader(queue, 4096, False)
-    reader.feed(b"GET /healthz HTTP/1.1\r\n\r\nGET /connect HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\ntail")
-    got = [(r.method, r.target, r.headers, set(r.repeated), r.body, r.keep_alive, r.http11) for r in queue]
-    expected = [
-        (b"POST", b"/mcp/t", {b"host": b"a", b"x-y": b"1, 2", b"content-length": b"2"}, {b"x-y"}, b"{}", True, True),
-        (b"DELETE", b"/mcp", {}, set(), b"", False, False),
-        (b"GET", b"/healthz", {}, set(), b"", True, True),
-        (b"GET", b"/connect", {b"upgrade": b"websocket", b"connection": b"Upgrade"}, set(), b"", True, True),
-    ]
-    if got != expected or refused or reader.refusal or reader.upgrade is None or reader.upgrade[1] != b"tail":
-        raise ImportError(f"httptools' llhttp does not read requests as this module expects: {got}")
-
-
-_probe()

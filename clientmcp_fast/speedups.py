@@ -39,7 +39,7 @@ if not NO_EXTENSIONS:
     except ModuleNotFoundError:
         NO_EXTENSIONS = True  # not built (as the build said): nothing to add
     except ImportError as error:
-        # Built, but refusing to run here (the request reader checks the httptools it drives).
+        # Built, but failing to load here (built for another platform, say).
         warnings.warn(
             f"clientmcp_fast extensions not used ({error}); using the pure-Python twins", stacklevel=1
         )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import ctypes
 import importlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -610,14 +613,83 @@ def test_request_reader_reads_what_was_sent(module):
     assert _read(module, [b"GET / HTTP/1.1\r\nX: a\x00b\r\n\r\n"])[2][4] == (400, "malformed HTTP request")
 
 
+# Every method llhttp knows (its HTTP_ALL_METHOD_MAP), and one it does not: each is read, or
+# refused, alike by the llhttp compiled in and by httptools' own.
+_LLHTTP_HEADER = (
+    Path(__file__).resolve().parents[1] / "vendor" / "llhttp" / "include" / "llhttp.h"
+).read_text()
+_ALL_METHODS = _LLHTTP_HEADER.split("#define HTTP_ALL_METHOD_MAP(XX)", 1)[1].split("\n\n", 1)[0]
+_METHODS = re.findall(r"XX\(\d+, \w+, ([A-Z-]+)\)", _ALL_METHODS)
+
+
+@pytest.mark.parametrize("method", [*_METHODS, "BREW"])
+def test_request_reader_twins_agree_on_every_method(method):
+    assert len(_METHODS) > 40 and {"GET", "POST", "DELETE", "CONNECT", "QUERY"} <= set(_METHODS)
+    for target in (b"/mcp", b"*", b"a:443"):
+        request = b"%s %s HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}" % (method.encode(), target)
+        chunks = [request, b"GET /mcp HTTP/1.1\r\nUpgrade: x\r\n\r\nafter"]
+        assert _read(pure_http_reader, chunks) == _read(compiled_http_reader, chunks)
+    requests = _read(compiled_http_reader, [b"%s /mcp HTTP/1.1\r\n\r\n" % method.encode()])[0]
+    if method in ("GET", "POST", "DELETE", "OPTIONS", "HEAD"):
+        assert [r[0] for r in requests] == [method.encode()]
+
+
+def test_compiled_request_reader_is_built_on_the_vendored_llhttp_not_httptools():
+    # vendor/llhttp's release, as its header and README say, is the one compiled in.
+    version = tuple(
+        int(re.search(rf"#define LLHTTP_VERSION_{part} (\d+)", _LLHTTP_HEADER).group(1))
+        for part in ("MAJOR", "MINOR", "PATCH")
+    )
+    readme = (Path(__file__).resolve().parents[1] / "vendor" / "llhttp" / "README.md").read_text()
+    assert compiled_http_reader.LLHTTP_VERSION == version
+    assert readme.startswith("# llhttp %d.%d.%d\n" % version)
+    # It reads requests with an empty stand-in for httptools (the pure twin imports it, and
+    # uses it only when reading), and no httptools module is loaded on the way.
+    script = """
+import sys, types
+from collections import deque
+sys.modules["httptools"] = types.ModuleType("httptools")
+from clientmcp_fast._speedups import http_reader
+queue = deque()
+reader = http_reader.RequestReader(queue, 4096, False)
+reader.feed(b"POST /mcp HTTP/1.1\\r\\nHost: a\\r\\nX: 1\\r\\nx: 2\\r\\nContent-Length: 2\\r\\n\\r\\n{}")
+reader.feed(b"GET /connect HTTP/1.1\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n\\r\\ntail")
+loaded = [name for name in sys.modules if name.startswith("httptools.")]
+try:
+    with open("/proc/self/maps") as maps:
+        loaded += [line.split()[-1] for line in maps if "httptools" in line]
+except OSError:
+    pass
+print(repr(([(r.method, r.target, r.headers, r.body, r.keep_alive) for r in queue], reader.upgrade[1], loaded)))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert ast.literal_eval(done.stdout) == (
+        [
+            (b"POST", b"/mcp", {b"host": b"a", b"x": b"1, 2", b"content-length": b"2"}, b"{}", True),
+            (b"GET", b"/connect", {b"upgrade": b"websocket", b"connection": b"Upgrade"}, b"", True),
+        ],
+        b"tail",
+        [],
+    )
+
+
+def test_compiled_request_reader_keeps_its_llhttp_to_itself():
+    # Built with hidden visibility: no llhttp function of the module can be bound to, nor bind
+    # to another llhttp's (httptools' own, loaded by the pure twin's import).
+    library = ctypes.CDLL(compiled_http_reader.__file__)
+    assert hasattr(library, "PyInit_http_reader")
+    for name in ("llhttp_init", "llhttp_execute", "llhttp_settings_init", "llhttp_method_name"):
+        assert not hasattr(library, name), name
+
+
 def test_built_extensions_that_refuse_to_load_fall_back_with_a_warning():
-    # As the request reader does under an httptools it was not built for: it raises ImportError.
+    # As a built module would that raised ImportError at import (one built for another platform).
     script = """
 import sys, warnings
 class Refuse:
     def find_spec(self, name, path=None, target=None):
         if name == "clientmcp_fast._speedups.http_reader":
-            raise ImportError("built for httptools 0.9, not 0.8")
+            raise ImportError("refused for the test")
 sys.meta_path.insert(0, Refuse())
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -628,5 +700,5 @@ print(speedups.IMPLEMENTATION, [str(w.message) for w in caught])
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
     assert done.stdout.split(" ", 1) == [
         "pure",
-        "['clientmcp_fast extensions not used (built for httptools 0.9, not 0.8); using the pure-Python twins']\n",
+        "['clientmcp_fast extensions not used (refused for the test); using the pure-Python twins']\n",
     ]
