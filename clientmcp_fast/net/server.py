@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import resource
 import signal
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
     from clientmcp_fast.core.limits import Limits
 
 SHUTDOWN_GRACE_SECONDS = 4.0
+# Out of open files, libuv accepts each new connection and closes it at once (its reserved
+# descriptor makes room), so nothing reaches the bridge: it looks again this often to log the
+# recovery, and warns of a new episode at most this often.
+FILES_RECHECK_SECONDS = 1.0
+FILES_WARN_EVERY_SECONDS = 60.0
 
 
 def app_connection_limit(limits: Limits) -> int:
@@ -82,6 +88,10 @@ class Server:
         self._http_sweep: asyncio.TimerHandle | None = None
         limits = self.limits
         self._http_sweep_every = max(0.01, min(1.0, limits.head_timeout / 4, limits.keepalive_timeout / 4))
+        self._probe_fd = -1  # the listener's descriptor, duplicated to learn whether one is left
+        self._files_out = False  # no descriptor left, as of the last look
+        self._files_warned = False  # and that episode was logged
+        self._files_warned_at: float | None = None
 
     async def start(self) -> None:
         """Listen; `port` is the bound port afterwards (useful with port 0)."""
@@ -96,6 +106,7 @@ class Server:
             where = address_text(host, self.settings.port)
             raise ConfigError(f"cannot listen on {where}: {_reason(error)}") from None
         self.port = self._listener.sockets[0].getsockname()[1]
+        self._probe_fd = self._listener.sockets[0].fileno()
         logger.info("listening on %s", address_text(host, self.port))
 
     async def run(self) -> None:
@@ -120,7 +131,38 @@ class Server:
         self.http_connections.add(conn)
         if self._http_sweep is None:
             self._http_sweep = self.loop.call_later(self._http_sweep_every, self._sweep_http)
+        if not self._files_out and self._no_file_left():
+            self._files_out = True
+            now = self.loop.time()
+            self._files_warned = (
+                self._files_warned_at is None or now - self._files_warned_at >= FILES_WARN_EVERY_SECONDS
+            )
+            if self._files_warned:
+                self._files_warned_at = now
+                logger.warning(
+                    "open-file limit reached (%d): new connections are closed at once until some end",
+                    resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                )
+            self.loop.call_later(FILES_RECHECK_SECONDS, self._recheck_files)
         return True
+
+    def _no_file_left(self) -> bool:
+        """Whether this process can open no further descriptor (docs/reliability.md, Descriptor exhaustion)."""
+        if self._probe_fd < 0:
+            return False
+        try:
+            os.close(os.dup(self._probe_fd))
+        except OSError as error:
+            return error.errno in (errno.EMFILE, errno.ENFILE)
+        return False
+
+    def _recheck_files(self) -> None:
+        if self._no_file_left() and not self.shutting_down:
+            self.loop.call_later(FILES_RECHECK_SECONDS, self._recheck_files)
+            return
+        self._files_out = False
+        if self._files_warned and not self.shutting_down:
+            logger.info("open files available again: new connections are served")
 
     def _sync_wall_clock(self) -> None:
         # Tokens carry Unix times while `now` is the loop's monotonic clock; the offset is
