@@ -304,7 +304,11 @@ class BridgeProcess:
             except (ConnectionRefusedError, PeerClosed):
                 return False
 
-        wait_until(listening, timeout=20, what="the bridge listening")
+        try:
+            wait_until(listening, timeout=20, what="the bridge listening")
+        except BaseException:
+            self.kill()  # not yet the fixture's to kill
+            raise
 
     def log(self) -> str:
         return self.log_path.read_text()
