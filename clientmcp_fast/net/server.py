@@ -30,6 +30,9 @@ SHUTDOWN_GRACE_SECONDS = 4.0
 # recovery, and warns of a new episode at most this often.
 FILES_RECHECK_SECONDS = 1.0
 FILES_WARN_EVERY_SECONDS = 60.0
+# Descriptors the process holds besides its connections (listener, loop, logs, libraries):
+# only this close to the limit does a new connection pay for the look.
+FILES_SPARE = 64
 
 
 def app_connection_limit(limits: Limits) -> int:
@@ -89,6 +92,7 @@ class Server:
         limits = self.limits
         self._http_sweep_every = max(0.01, min(1.0, limits.head_timeout / 4, limits.keepalive_timeout / 4))
         self._probe_fd = -1  # the listener's descriptor, duplicated to learn whether one is left
+        self._files_near = 0  # connections past which a new one checks that a descriptor is left
         self._files_out = False  # no descriptor left, as of the last look
         self._files_warned = False  # and that episode was logged
         self._files_warned_at: float | None = None
@@ -107,6 +111,7 @@ class Server:
             raise ConfigError(f"cannot listen on {where}: {_reason(error)}") from None
         self.port = self._listener.sockets[0].getsockname()[1]
         self._probe_fd = self._listener.sockets[0].fileno()
+        self._files_near = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - FILES_SPARE
         logger.info("listening on %s", address_text(host, self.port))
 
     async def run(self) -> None:
@@ -131,7 +136,11 @@ class Server:
         self.http_connections.add(conn)
         if self._http_sweep is None:
             self._http_sweep = self.loop.call_later(self._http_sweep_every, self._sweep_http)
-        if not self._files_out and self._no_file_left():
+        if (
+            not self._files_out
+            and len(self.http_connections) + len(self.websockets) >= self._files_near
+            and self._no_file_left()
+        ):
             self._files_out = True
             now = self.loop.time()
             self._files_warned = (
