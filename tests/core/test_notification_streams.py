@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from clientmcp_fast.core.agent import KEEPALIVE, LegacyStream, ListenStream
+from clientmcp_fast.core.agent_streams import KEEPALIVE, LegacyStream, ListenStream
 from clientmcp_fast.core.http import Exchange
 
 

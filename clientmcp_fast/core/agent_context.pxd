@@ -1,0 +1,25 @@
+# Typed declarations of agent_context.py for its compiled build (Cython pure-Python mode): see setup.py.
+# Every attribute of __slots__ is declared here, public so Python code sees what it saw before.
+
+from clientmcp_fast.core.agent_streams cimport sse_event
+from clientmcp_fast.core.bridge cimport Bridge
+from clientmcp_fast.core.calls cimport Call
+from clientmcp_fast.core.http cimport Exchange
+
+
+cdef class Context(Call):
+    cdef public Exchange exchange
+    cdef public object client_id
+    cdef public object cors
+    cdef public bint json_ok
+    cdef public Bridge bridge
+    cdef public object id_json
+    cdef public bint modern
+    cdef public object session
+
+    cpdef init_context(self, Exchange exchange, client_id, cors, bint json_ok, bint sse_named)
+    cpdef reply(self, body, extra=*)
+    cpdef fail(self, status, id_json, code, message, data=*)
+    cpdef accepted(self)
+    cpdef start_call(self, Bridge bridge, app, tool, arguments, modern, id_json, session, now)
+    cpdef _finish(self, body)

@@ -1,0 +1,82 @@
+"""tools/list and tools/call as both eras map them onto the bridge (docs/protocol.md, Mapping)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from msgspec import UNSET
+
+from clientmcp_fast.core import outcomes
+from clientmcp_fast.core.agent_context import Context, tool_error
+from clientmcp_fast.core.agent_eras import MODERN_LIST_TAIL
+from clientmcp_fast.core.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, Params
+from clientmcp_fast.core.param_headers import param_header_problem
+from clientmcp_fast.speedups import first_byte, json_member, jsonrpc_result
+
+if TYPE_CHECKING:
+    from clientmcp_fast.core.bridge import Bridge
+
+
+def instructions(bridge: Bridge, client_id: str) -> str | None:
+    """The instructions of the app of this client ID, if it is online and gave any."""
+    app = bridge.apps.get(client_id)
+    return app.toolset.instructions if app is not None and app.toolset is not None else None
+
+
+def tools_list(bridge: Bridge, context: Context, id_json: bytes, params: Params, modern: bool) -> None:
+    """A tools/list: the app's latest tools, one page; none when it is offline."""
+    cursor = json_member(params.cursor)
+    if cursor is not UNSET and cursor is not None:
+        context.fail(400 if modern else 200, id_json, INVALID_PARAMS, "Invalid params: unknown cursor")
+        return
+    app = bridge.apps.get(context.client_id)
+    tools = app.toolset.tools_json if app is not None and app.toolset is not None else b"[]"
+    if modern:
+        context.reply(
+            jsonrpc_result(id_json, b'{"resultType":"complete","tools":' + tools + MODERN_LIST_TAIL)
+        )
+    else:
+        context.reply(jsonrpc_result(id_json, b'{"tools":' + tools + b"}"))
+
+
+def tools_call(
+    bridge: Bridge,
+    context: Context,
+    id_json: bytes,
+    name: object,
+    params: Params,
+    modern: bool,
+    session: bytes | None,
+    now: float,
+) -> None:
+    """A tools/call; `name` is `params.name` (see `decode_body`)."""
+    error_status = 400 if modern else 200
+    if not isinstance(name, str):
+        context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: name must be a string")
+        return
+    arguments = params.arguments
+    if arguments is UNSET or (len(arguments) == 4 and bytes(arguments) == b"null"):
+        arguments = b"{}"  # absent arguments reach the app as {} (docs/protocol.md, Mapping)
+    elif first_byte(arguments) != 0x7B:  # "{"
+        context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: arguments must be an object")
+        return
+    app = bridge.apps.get(context.client_id)
+    if app is None:
+        context.reply(jsonrpc_result(id_json, tool_error(outcomes.OFFLINE, modern)))
+        return
+    toolset = app.toolset
+    if toolset is None:
+        context.reply(jsonrpc_result(id_json, tool_error(outcomes.NOT_REGISTERED, modern)))
+        return
+    tools = toolset.tools
+    tool = tools.get(name)
+    if tool is None:
+        context.fail(error_status, id_json, INVALID_PARAMS, f"Unknown tool: {name}")
+        return
+    if modern and tool.header_params:
+        request = context.exchange.request
+        problem = param_header_problem(tool.header_params, arguments, request.headers, request.repeated)
+        if problem is not None:
+            context.fail(400, id_json, HEADER_MISMATCH, problem)
+            return
+    context.start_call(bridge, app, tool, arguments, modern, id_json, session, now)
