@@ -34,6 +34,11 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 OFFLINE = "The application is not connected: its tools are unavailable until it reconnects."
 DISCONNECTED = "The application disconnected before answering."
+# JSON-RPC error codes the agent endpoint answers with (docs/protocol.md).
+HEADER_MISMATCH = -32020
+UNSUPPORTED_VERSION = -32022
+INVALID_PARAMS = -32602
+METHOD_NOT_FOUND = -32601
 REQUEST_CANCELLED = -32800
 LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
 
@@ -43,6 +48,11 @@ ACCEPT_BOTH = "application/json, text/event-stream"
 
 
 # -- apps -----------------------------------------------------------------------------------
+
+
+async def echo(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A tool handler whose result is its arguments, as JSON text."""
+    return {"content": [{"type": "text", "text": json.dumps(arguments, sort_keys=True)}]}
 
 
 class HeldTool:
@@ -274,6 +284,13 @@ def error_of(response: httpx2.Response) -> tuple[Any, int]:
     body = response.json()
     assert "result" not in body, body
     return body["id"], body["error"]["code"]
+
+
+def text_result(response: httpx2.Response) -> str:
+    """The text of a tools/call answer's first content item (the answer must not be an error)."""
+    body = response.json()
+    assert "error" not in body, body
+    return body["result"]["content"][0]["text"]
 
 
 class RawResponse:
