@@ -196,7 +196,9 @@ def salvage_id(body: bytes | msgspec.Raw) -> bytes:
     """The id of a message whose shape is wrong, for its error answer; `null` when there is none."""
     try:
         found = _decode_id_only(body).id
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
+        # A wrong shape can stop decode_body before a member nested too deeply, which skipping
+        # the members around the id still meets: then there is no id to be had.
         return NULL_ID
     return NULL_ID if found is UNSET else valid_id(found) or NULL_ID
 

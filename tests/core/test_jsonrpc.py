@@ -21,6 +21,7 @@ from clientmcp_fast.core.jsonrpc import (
     TooManyElements,
     decode_body,
     decode_message,
+    salvage_id,
     wants_tool_changes,
 )
 from clientmcp_fast.core.messages import decode_app_message, loose_app_message
@@ -167,3 +168,13 @@ def test_a_body_that_is_not_json_is_a_parse_error_whatever_its_elements_count():
         decode_body(b"[" + b"1," * 2000)  # truncated
     with pytest.raises(RecursionError):
         decode_body(b"[" + b"[]," * 2000 + b"[" * 10_000 + b"]" * 10_001)
+
+
+def test_the_id_of_a_wrong_shape_nested_too_deeply_after_it_is_null():
+    """`params` not an object stops the decoding before the nesting, which salvaging the id then meets."""
+    body = b'{"id":7,"params":1,"x":' + b"[" * 1200 + b"]" * 1200 + b"}"
+    with pytest.raises(msgspec.ValidationError):
+        decode_body(body)
+    assert salvage_id(body) == b"null"
+    assert salvage_id(b'{"id":7,"params":1,"x":' + b"[" * 1200) == b"null"  # truncated, too
+    assert salvage_id(b'{"id":7,"params":1,"x":[[]]}') == b"7"
