@@ -4,6 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
+FUZZ_STAMP := $(VENV)/.installed-fuzz
 # The real peers of tests/conformance and tests/autobahn: Node 22, the official MCP conformance
 # suite and TypeScript SDKs from the committed package-lock.json, and the Autobahn TestSuite,
 # which needs Python 2.7: python2.7 on PATH if it runs, else pyenv's (`make test PY27=...` to choose).
@@ -13,7 +14,7 @@ AUTOBAHN := .autobahn
 AUTOBAHN_STAMP := $(AUTOBAHN)/.installed
 PEERS := $(NODE_STAMP) $(AUTOBAHN_STAMP)
 
-.PHONY: demo prerequisites test test-compiled test-pure test-container peers bench bench-burst bench-frozen bench-micro binary image clean
+.PHONY: demo prerequisites test test-compiled test-pure test-container peers bench bench-burst bench-frozen bench-micro fuzz binary image clean
 
 # A typed module is compiled from its .py, typed by the .pxd beside it: a change to either rebuilds.
 TYPED := $(wildcard clientmcp_fast/*/*.pxd)
@@ -93,6 +94,17 @@ bench-frozen: $(STAMP) $(BENCH_STAMP) image binary
 # The pytest-benchmark micro benchmarks of each hot-path function, compiled and pure (bench/micro).
 bench-micro: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python -m pytest bench/micro -q $(BENCH_ARGS)
+
+# The fuzz targets of tests/fuzz (docs/fuzzing.md), FUZZ_RUNS inputs each, compiled then pure:
+# about 6 minutes with the default (docs/fuzzing.md, Figures). `make fuzz FUZZ_RUNS=10000` for a short run.
+FUZZ_RUNS ?= 100000
+$(FUZZ_STAMP): $(STAMP)
+	CLIENTMCP_BUILD_EXTENSION=yes $(BIN)/pip install --quiet -e '.[test,fuzz]'
+	touch $@
+
+fuzz: $(STAMP) $(FUZZ_STAMP)
+	$(BIN)/python -m tests.fuzz --runs $(FUZZ_RUNS)
+	CLIENTMCP_NO_EXTENSIONS=1 $(BIN)/python -m tests.fuzz --runs $(FUZZ_RUNS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info clientmcp_fast/*/*.so _speedups/*.c bench/_build node_modules $(AUTOBAHN) reports
