@@ -1,4 +1,4 @@
-"""A tools/call in flight, on the wire (ClientMCP v1 §4.3, docs/protocol.md, Call outcomes and Mapping).
+"""A tools/call in flight, on the wire (ClientMCP v1 §4.3, docs/protocol.md, Call outcomes; docs/protocol.md, Mapping).
 
 A slow call streamed as SSE (keep-alives, then one event) or answered as plain JSON, and a
 call ended early: a legacy notifications/cancelled, or the agent hanging up.
