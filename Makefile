@@ -14,7 +14,7 @@ AUTOBAHN := .autobahn
 AUTOBAHN_STAMP := $(AUTOBAHN)/.installed
 PEERS := $(NODE_STAMP) $(AUTOBAHN_STAMP)
 
-.PHONY: demo prerequisites test test-compiled test-pure test-container peers bench bench-burst bench-frozen bench-micro fuzz binary image clean
+.PHONY: demo prerequisites test test-compiled test-pure test-container test-bench peers bench bench-burst bench-frozen bench-micro fuzz binary image clean
 
 # A typed module is compiled from its .py, typed by the .pxd beside it: a change to either rebuilds.
 TYPED := $(wildcard clientmcp_fast/*/*.pxd)
@@ -74,6 +74,12 @@ test-pure: prerequisites $(STAMP) $(PEERS)
 test-container: prerequisites $(STAMP) image binary
 	CLIENTMCP_IMAGE=$(IMAGE) $(BIN)/python -m pytest tests/container
 	CLIENTMCP_COMMAND=$(CURDIR)/dist/clientmcp $(BIN)/python -m pytest tests/e2e/test_cli.py tests/e2e/test_health.py
+
+# The bench's own tests (bench/tests): its harness's round trips, counted with valgrind, and its
+# arithmetic. Kept out of `make test`, whose machine need not have valgrind; CI runs both.
+test-bench: $(STAMP)
+	@command -v valgrind >/dev/null || { echo "make test-bench: valgrind is missing: the bench harness's instructions are counted with it; apt-get install valgrind" >&2; exit 1; }
+	$(BIN)/python -m pytest bench/tests
 
 # The benchmark of docs/benchmarks.md: `make bench`, or `make bench BENCH_ARGS=--quick`. Needs wrk (apt-get install -y wrk).
 $(BENCH_STAMP): $(STAMP)

@@ -1,11 +1,12 @@
-"""`python -m bench`: measure the bridge beside the published Rust numbers (docs/benchmarks.md).
+"""`python -m bench`: the bridge against the floors of the same run, and this machine's figures (docs/benchmarks.md).
 
-Starts a bridge, a compiled app and wrk (and the pure-Python bridge, the `mcp` SDK's
-server and idle clients), prints one table, and saves it as bench/results/<time>.json,
-latest.json and latest.png. The method is in bench/run.py. `--quick` (CI smoke) takes
-under a minute; the full run several minutes, the last three of them counting the work
-per call with callgrind (`--no-count` skips that). Needs wrk (`apt-get install -y wrk`) and
-the bench extra (`pip install -e '.[test,bench]'`); `make bench` does both of the latter.
+Starts a bridge, a compiled app and wrk (and the floors, the pure-Python bridge, the `mcp`
+SDK's server and idle clients), prints the ratios to the floors and this machine's figures,
+and saves them as bench/results/<time>.json, latest.json and latest.png. The method is in
+bench/run.py. `--quick` (CI smoke) takes about a minute; the full run several minutes, the
+last three of them counting the work per call with callgrind (`--no-count` skips that).
+Needs wrk (`apt-get install -y wrk`) and the bench extra (`pip install -e '.[test,bench]'`,
+which `make bench` runs).
 """
 
 from __future__ import annotations

@@ -183,12 +183,12 @@ def run(seconds: float, rounds: int, progress: Progress) -> dict:
         plan = dataclasses.replace(QUICK, seconds=seconds)
         for number in range(1, rounds + 1):
             for name in order if number % 2 else order[::-1]:
-                figures = load_round(servers[name], "legacy.lua", plan, (server_cpus, load_cpus))
+                figures = load_round(fleet, servers[name], "legacy.lua", plan, (server_cpus, load_cpus))
                 per_round[name].append(figures)
                 progress(
                     f"round {number}/{rounds} {name:<7} {figures['calls_per_s']:>9,.0f} calls/s  "
-                    f"{figures['cpu_us_per_call']:6.2f} µs CPU/call  (server core busy with anything: "
-                    f"{figures['server_core_total_pct']:.0f} %)"
+                    f"{figures['cpu_us_per_call']:6.2f} µs CPU/call  (other processes: "
+                    f"{figures['other_pct']:.0f} % of the cores{', DISTURBED' if figures['disturbed'] else ''})"
                 )
         results["image"] = image_size(image_root(IMAGE))
     finally:

@@ -21,7 +21,6 @@ CHECK = ROOT / "scripts" / "prerequisites"
 COMMANDS = {
     "gcc": "gcc is missing",
     "npm": "npm is missing",
-    "valgrind": "valgrind is missing",
     "curl": "curl is missing",
     "openssl": "openssl is missing",
     "nginx": "nginx is missing",
@@ -68,6 +67,12 @@ def test_each_missing_command_is_one_line_saying_what_for_and_how(tmp_path, name
     assert line.startswith(f"make test: {COMMANDS[name]}: "), line
     assert "install" in line  # how to get it
     assert took < 5
+
+
+def test_valgrind_is_not_needed_by_make_test(tmp_path):
+    # Only `make test-bench` and the full bench count instructions with it.
+    done, _ = check(path_without(tmp_path, "valgrind", "callgrind_control"))
+    assert (done.returncode, done.stderr) == (0, "")
 
 
 def test_a_python_older_or_absent_is_named(tmp_path):
