@@ -16,10 +16,13 @@ PEERS := $(NODE_STAMP) $(AUTOBAHN_STAMP)
 
 .PHONY: demo prerequisites test test-compiled test-pure test-container test-bench peers bench bench-burst bench-frozen bench-micro fuzz binary image clean
 
-# A typed module is compiled from its .py, typed by the .pxd beside it: a change to either rebuilds.
-TYPED := $(wildcard clientmcp_fast/*/*.pxd)
+# What clientmcp_fast/compiled.py lists is built: a change to any of its sources rebuilds (a
+# typed module is compiled from its .py, typed by the .pxd beside it). In a checkout, importing
+# the package refuses a compiled module older than its sources (clientmcp_fast/__init__.py).
+HOT_PATHS := $(wildcard clientmcp_fast/_speedups/*.pyx clientmcp_fast/_speedups/*.pxd vendor/llhttp/*/*)
+TYPED := $(filter-out clientmcp_fast/_speedups/%,$(wildcard clientmcp_fast/*/*.pxd))
 
-$(STAMP): pyproject.toml setup.py $(wildcard _speedups/*.pyx _speedups/*.pxd vendor/llhttp/*/*) $(TYPED) $(TYPED:.pxd=.py)
+$(STAMP): pyproject.toml setup.py clientmcp_fast/compiled.py $(HOT_PATHS) $(TYPED) $(TYPED:.pxd=.py)
 	$(PYTHON) -m venv $(VENV)
 	CLIENTMCP_BUILD_EXTENSION=yes $(BIN)/pip install --quiet -e '.[test]'
 	touch $@
@@ -113,4 +116,4 @@ fuzz: $(STAMP) $(FUZZ_STAMP)
 	CLIENTMCP_NO_EXTENSIONS=1 $(BIN)/python -m tests.fuzz --runs $(FUZZ_RUNS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info clientmcp_fast/*/*.so _speedups/*.c bench/_build node_modules $(AUTOBAHN) reports
+	rm -rf $(VENV) build dist *.egg-info clientmcp_fast/*/*.so bench/_build node_modules $(AUTOBAHN) reports

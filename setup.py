@@ -1,23 +1,20 @@
-"""Builds the Cython hot paths in `_speedups/` and the typed modules; metadata is in pyproject.toml.
+"""Builds the C extensions listed in clientmcp_fast/compiled.py; metadata is in pyproject.toml.
 
-The hot paths become `clientmcp_fast._speedups.*`; a typed module (a .py with a .pxd beside it)
-is compiled from its own .py, under its own name. CLIENTMCP_NO_EXTENSIONS=1 builds nothing (the
-pure twins and the .py run). A failed build falls back to those with a warning, unless
+The hot paths, `clientmcp_fast/_speedups/*.pyx`, and the typed modules, each a .py compiled
+from itself with the .pxd beside it. CLIENTMCP_NO_EXTENSIONS=1 builds nothing (the pure twins
+and the .py run). A failed build falls back to those with a warning, unless
 CLIENTMCP_BUILD_EXTENSION=yes makes it an error.
 """
 
 import os
+import runpy
 import sys
-from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-MODULES = ("frames", "routing", "http_reader", "splice")
-# Modules compiled from their own .py: those with a .pxd beside it, which types their classes
-# (Cython's pure Python mode). The .py stays the source, and runs interpreted with
-# CLIENTMCP_NO_EXTENSIONS=1 (clientmcp_fast/__init__.py); speedups.TYPED_MODULES lists them too.
-TYPED = sorted(".".join(pxd.with_suffix("").parts) for pxd in Path("clientmcp_fast").rglob("*.pxd"))
+COMPILED = runpy.run_path("clientmcp_fast/compiled.py")
+TYPED = [f"clientmcp_fast.{name}" for name in COMPILED["TYPED"]]
 # llhttp as released (vendor/llhttp/README.md), compiled into the request reader beside its .pyx
 # and declared from its own header (_speedups/http_reader.pxd).
 LLHTTP = "vendor/llhttp"
@@ -62,11 +59,12 @@ class OptionalBuildExt(build_ext):
 
 def hot_path(name):
     """The extension of `_speedups/{name}.pyx`, with the C it is built with."""
+    module, source = f"clientmcp_fast._speedups.{name}", f"clientmcp_fast/_speedups/{name}.pyx"
     if name != "http_reader":
-        return Extension(name, [f"_speedups/{name}.pyx"])
+        return Extension(module, [source])
     return Extension(
-        name,
-        [f"_speedups/{name}.pyx", *LLHTTP_SOURCES],
+        module,
+        [source, *LLHTTP_SOURCES],
         include_dirs=[f"{LLHTTP}/include"],
         depends=[f"{LLHTTP}/include/llhttp.h"],
         # llhttp's functions stay inside the module: a copy of llhttp loaded into the process
@@ -85,16 +83,12 @@ def extensions():
             raise
         print(f"WARNING: Cython unavailable ({error}); using the pure-Python twins", file=sys.stderr)
         return []
-    # Cython finds a module's .pxd by the module's own name next to the .pyx, so each is
-    # compiled as the top-level module `name`, then installed inside clientmcp_fast._speedups
-    # (the import system only needs PyInit_<name>, which both spellings share).
     compiled = cythonize(
-        [hot_path(name) for name in MODULES],
+        [hot_path(name) for name in COMPILED["HOT_PATHS"]],
         compiler_directives={"language_level": "3"},
+        build_dir="build/cython",
         quiet=True,
     )
-    for extension in compiled:
-        extension.name = f"clientmcp_fast._speedups.{extension.name}"
     try:
         # The types come from the .pxd only: the modules' annotations are loose, and stay hints.
         typed = cythonize(

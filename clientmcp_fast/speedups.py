@@ -1,12 +1,10 @@
-"""Picks the compiled hot paths from `_speedups/` or their pure-Python twins.
+"""Picks the compiled hot paths from `_speedups/` or their pure-Python twins in `_pure/`.
 
-`CLIENTMCP_NO_EXTENSIONS=1` (or a Python other than CPython) selects the twins;
-otherwise the compiled modules are used when they were built. `IMPLEMENTATION` says
-which is live: "compiled" or "pure".
-
-`TYPED_MODULES` have no twin: each .py is itself compiled, typed by the .pxd beside it,
-and runs compiled whenever it was built, unless CLIENTMCP_NO_EXTENSIONS=1 (or another
-Python) makes the package import every module from its .py (see clientmcp_fast/__init__.py).
+`CLIENTMCP_NO_EXTENSIONS=1` (or a Python other than CPython) selects the twins; otherwise the
+compiled modules are used when they were built, quietly falling back when they were not, and
+with a warning when they were built but do not load here. `IMPLEMENTATION` says which is
+live: "compiled" or "pure". The typed modules of `compiled.TYPED` have no twin: each .py is
+itself compiled (see clientmcp_fast/__init__.py).
 """
 
 from __future__ import annotations
@@ -14,43 +12,26 @@ from __future__ import annotations
 import warnings
 
 import clientmcp_fast
+from clientmcp_fast import compiled
 
-TYPED_MODULES = tuple(
-    f"clientmcp_fast.{name}"
-    for name in (
-        "core.http",
-        "core.jsonrpc",
-        "core.tokens",
-        "core.calls",
-        "core.bridge",
-        "core.channel",
-        "core.websocket",
-        "core.agent_streams",
-        "core.agent_context",
-        "core.agent_checks",
-        "core.agent_tools",
-        "core.agent_modern",
-        "core.agent_legacy",
-        "core.agent",
-        "net.http",
-        "net.websocket",
-    )
-)
+TYPED_MODULES = tuple(f"clientmcp_fast.{name}" for name in compiled.TYPED)
 
 NO_EXTENSIONS = clientmcp_fast.NO_EXTENSIONS
-
 if not NO_EXTENSIONS:
     try:
-        from clientmcp_fast._speedups import frames, http_reader, routing, splice
-    except ModuleNotFoundError:
+        import clientmcp_fast._speedups.frames as frames
+        import clientmcp_fast._speedups.http_reader as http_reader
+        import clientmcp_fast._speedups.routing as routing
+        import clientmcp_fast._speedups.splice as splice
+    except ModuleNotFoundError as error:
+        if not (error.name or "").startswith("clientmcp_fast._speedups."):
+            raise
         NO_EXTENSIONS = True  # not built (as the build said): nothing to add
-    except ImportError as error:
-        # Built, but failing to load here (built for another platform, say).
+    except ImportError as error:  # built, but failing to load here (built for another platform)
         warnings.warn(
             f"clientmcp_fast extensions not used ({error}); using the pure-Python twins", stacklevel=1
         )
         NO_EXTENSIONS = True
-
 if NO_EXTENSIONS:
     from clientmcp_fast._pure import frames, http_reader, routing, splice  # noqa: F811
 

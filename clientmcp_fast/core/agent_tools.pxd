@@ -5,11 +5,10 @@ cimport cython
 
 from clientmcp_fast.core.agent_context cimport Context
 from clientmcp_fast.core.bridge cimport Bridge
-from clientmcp_fast.core.channel cimport AppChannel
 from clientmcp_fast.core.http cimport Request
 
 
 cpdef instructions(Bridge bridge, client_id)
 cpdef tools_list(Bridge bridge, Context context, id_json, params, modern)
-@cython.locals(app=AppChannel, tools=dict, request=Request)
+@cython.locals(tools=dict, request=Request)
 cpdef tools_call(Bridge bridge, Context context, id_json, name, params, modern, session, now)

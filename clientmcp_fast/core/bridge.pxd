@@ -1,7 +1,6 @@
 # Typed declarations of bridge.py for its compiled build (Cython pure-Python mode): see setup.py.
 
 from clientmcp_fast.core.calls cimport Call, InFlightCalls
-from clientmcp_fast.core.channel cimport AppChannel
 from clientmcp_fast.core.tokens cimport TokenVerifier
 
 
@@ -23,5 +22,5 @@ cdef class Bridge:
     cdef public set _announcing
 
     cpdef complete(self, Call call, result, has_result_type)
-    cpdef start_call(self, AppChannel app, tool, arguments, Call call, now)
+    cpdef start_call(self, app, tool, arguments, Call call, now)
     cpdef abandon(self, Call call)

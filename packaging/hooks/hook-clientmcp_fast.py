@@ -34,7 +34,7 @@ hiddenimports = set(collect_submodules("clientmcp_fast"))
 for source in Path(package_dir).rglob("*.py"):
     hiddenimports |= _imports_of_python(source)
 # The .pyx sources stay in the repository (a wheel carries only what they compile to).
-for source in (Path(__file__).resolve().parents[2] / "_speedups").glob("*.pyx"):
+for source in (Path(__file__).resolve().parents[2] / "clientmcp_fast" / "_speedups").glob("*.pyx"):
     hiddenimports |= _imports_of_cython(source)
 hiddenimports.discard("__future__")
 hiddenimports = sorted(hiddenimports)
