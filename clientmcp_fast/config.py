@@ -182,8 +182,6 @@ class Settings:
     allowed_origins: tuple[str, ...] | None = None
     log: str = "info"
     limits: Limits = field(default_factory=Limits)
-    # Test runs only: a WebSocket echo endpoint at /_echo for the Autobahn suite.
-    websocket_echo: bool = False
 
 
 def load_secrets(env: Mapping[str, str]) -> tuple[tuple[bytes, ...], bytes]:

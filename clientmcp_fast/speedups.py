@@ -78,7 +78,6 @@ from clientmcp_fast._pure.http_reader import (  # noqa: E402
 )
 from clientmcp_fast._pure.routing import (  # noqa: E402
     ROUTE_CONNECT,
-    ROUTE_ECHO,
     ROUTE_HEALTHZ,
     ROUTE_MCP,
     ROUTE_NOT_FOUND,
@@ -128,7 +127,6 @@ __all__ = [
     "OP_PONG",
     "OP_TEXT",
     "ROUTE_CONNECT",
-    "ROUTE_ECHO",
     "ROUTE_HEALTHZ",
     "ROUTE_MCP",
     "ROUTE_NOT_FOUND",

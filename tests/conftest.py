@@ -31,7 +31,8 @@ def make_token(role: str, client_id: str, ttl: float = 3600, secret: bytes = SEC
 class RunningBridge:
     """A real bridge listening on 127.0.0.1 with a free port, its loop in a background thread."""
 
-    def __init__(self, **overrides: Any) -> None:
+    def __init__(self, server_class: type[Server] = Server, **overrides: Any) -> None:
+        self.server_class = server_class
         limits = {k: v for k, v in overrides.items() if k in _LIMIT_FIELDS}
         rest = {k: v for k, v in overrides.items() if k not in _LIMIT_FIELDS}
         self.settings = Settings(
@@ -53,7 +54,7 @@ class RunningBridge:
         asyncio.set_event_loop(loop)
         self.loop = loop
         try:
-            self.server = Server(self.settings, loop)
+            self.server = self.server_class(self.settings, loop)
             loop.run_until_complete(self.server.start())
         except BaseException as error:  # surfaced by start()
             self._error = error

@@ -507,7 +507,7 @@ def _read(module, chunks: list[bytes]) -> tuple:
     from collections import deque
 
     queue: deque = deque()
-    reader = module.RequestReader(queue, 16 * 1024, False)
+    reader = module.RequestReader(queue, 16 * 1024)
     returned = [reader.feed(chunk) for chunk in chunks]
     requests = [
         (r.method, r.target, r.headers, set(r.repeated), r.body, r.keep_alive, r.http11, r.known, r.others)
@@ -641,7 +641,7 @@ from collections import deque
 sys.modules["httptools"] = types.ModuleType("httptools")
 from clientmcp_fast._speedups import http_reader
 queue = deque()
-reader = http_reader.RequestReader(queue, 4096, False)
+reader = http_reader.RequestReader(queue, 4096)
 reader.feed(b"POST /mcp HTTP/1.1\\r\\nHost: a\\r\\nX: 1\\r\\nx: 2\\r\\nContent-Length: 2\\r\\n\\r\\n{}")
 reader.feed(b"GET /connect HTTP/1.1\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n\\r\\ntail")
 loaded = [name for name in sys.modules if name.startswith("httptools.")]

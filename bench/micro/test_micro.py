@@ -237,7 +237,7 @@ AGENT_REQUEST = (
 def test_read_agent_request(benchmark, http_reader):
     """RequestReader.feed of a whole tools/call request, as an agent sends it (8 headers)."""
     queue = deque()
-    reader = http_reader.RequestReader(queue, 16 * 1024, False)
+    reader = http_reader.RequestReader(queue, 16 * 1024)
     benchmark.extra_info["speedups"] = http_reader.__name__
 
     def read():

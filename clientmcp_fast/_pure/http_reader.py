@@ -15,7 +15,7 @@ from collections import deque
 import httptools
 
 from clientmcp_fast._pure.errors import RequestRefused
-from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO, route
+from clientmcp_fast._pure.routing import ROUTE_CONNECT, route
 from clientmcp_fast.core.http import (
     CONTENT_LENGTH,
     EXPECT,
@@ -42,7 +42,6 @@ class RequestReader:
         "_parser",
         "_queue",
         "_max_head",
-        "_echo",
         "_target",
         "_known",
         "_others",
@@ -61,11 +60,10 @@ class RequestReader:
         "refusal",
     )
 
-    def __init__(self, queue: deque, max_head_bytes: int, websocket_echo: bool) -> None:
+    def __init__(self, queue: deque, max_head_bytes: int) -> None:
         self._parser = httptools.HttpRequestParser(self)
         self._queue = queue
         self._max_head = max_head_bytes
-        self._echo = websocket_echo
         self._new_message()
         self._reported = False  # a head callback came during the current feed
         self._http11 = True  # the request in progress is HTTP/1.1 (else 1.0)
@@ -121,7 +119,7 @@ class RequestReader:
         if request is None or request.method != b"GET":
             return False
         kind, _ = route(request.target)
-        if kind != ROUTE_CONNECT and not (kind == ROUTE_ECHO and self._echo):
+        if kind != ROUTE_CONNECT:
             return False
         self.upgrade = (request, tail)
         self.stopped = True

@@ -6,14 +6,11 @@ ROUTE_NOT_FOUND = 0
 ROUTE_CONNECT = 1
 ROUTE_MCP = 2
 ROUTE_HEALTHZ = 3
-# Only when the server runs with the WebSocket echo endpoint on (Autobahn runs in tests).
-ROUTE_ECHO = 4
 
 _EXACT = {
     b"/connect": ROUTE_CONNECT,
     b"/mcp": ROUTE_MCP,
     b"/healthz": ROUTE_HEALTHZ,
-    b"/_echo": ROUTE_ECHO,
 }
 
 

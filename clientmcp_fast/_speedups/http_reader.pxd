@@ -63,7 +63,6 @@ cdef class RequestReader:
     cdef object _queue
     cdef object _enqueue
     cdef Py_ssize_t _max_head
-    cdef bint _echo
     cdef bytes _target
     cdef list _known  # by KNOWN_NAMES position: the values of those headers (see Request)
     cdef dict _others  # the other headers, or None

@@ -22,7 +22,7 @@ from libc.stdint cimport uint64_t
 from libc.string cimport memcmp, memcpy, memset
 
 from clientmcp_fast._pure import http_reader as twin
-from clientmcp_fast._pure.routing import ROUTE_CONNECT, ROUTE_ECHO
+from clientmcp_fast._pure.routing import ROUTE_CONNECT
 from clientmcp_fast.core.http import EXPECT, KNOWN_INDEX, KNOWN_NAMES, TRANSFER_ENCODING, Request
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
@@ -194,13 +194,12 @@ cdef class RequestReader:
         memset(&self._name, 0, sizeof(Span))
         memset(&self._value, 0, sizeof(Span))
 
-    def __init__(self, object queue, Py_ssize_t max_head_bytes, bint websocket_echo):
+    def __init__(self, object queue, Py_ssize_t max_head_bytes):
         llhttp_init(&self._llhttp, HTTP_REQUEST, &SETTINGS)
         self._llhttp.data = <void*>self
         self._queue = queue
         self._enqueue = queue.append  # looked up once, not per request
         self._max_head = max_head_bytes
-        self._echo = websocket_echo
         self._last_values = [None] * KNOWN_COUNT
         self._new_message()
         self._reported = False
@@ -264,7 +263,7 @@ cdef class RequestReader:
         if request is None or request.method != b"GET":
             return False
         kind, _ = route(request.target)
-        if kind != ROUTE_CONNECT and not (kind == ROUTE_ECHO and self._echo):
+        if kind != ROUTE_CONNECT:
             return False
         self.upgrade = (request, tail)
         self.stopped = True

@@ -6,7 +6,6 @@ from libc.string cimport memchr
 
 from clientmcp_fast._pure.routing import (
     ROUTE_CONNECT,
-    ROUTE_ECHO,
     ROUTE_HEALTHZ,
     ROUTE_MCP,
     ROUTE_NOT_FOUND,
@@ -17,7 +16,6 @@ cdef tuple _NOT_FOUND = (ROUTE_NOT_FOUND, b"")
 cdef tuple _CONNECT = (ROUTE_CONNECT, b"")
 cdef tuple _MCP = (ROUTE_MCP, b"")
 cdef tuple _HEALTHZ = (ROUTE_HEALTHZ, b"")
-cdef tuple _ECHO = (ROUTE_ECHO, b"")
 
 
 cpdef tuple route(bytes target):
@@ -42,6 +40,4 @@ cpdef tuple route(bytes target):
         return _CONNECT
     if path == b"/healthz":
         return _HEALTHZ
-    if path == b"/_echo":
-        return _ECHO
     return _NOT_FOUND

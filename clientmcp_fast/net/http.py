@@ -13,7 +13,6 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from clientmcp_fast import log
-from clientmcp_fast.core.channel import client_channel_handshake
 from clientmcp_fast.core.http import (
     HOST,
     LAST_CHUNK,
@@ -26,7 +25,7 @@ from clientmcp_fast.core.http import (
     response_head,
     response_message,
 )
-from clientmcp_fast.core.websocket import HandshakeError, accept_response, check_upgrade
+from clientmcp_fast.core.websocket import HandshakeError, check_upgrade
 from clientmcp_fast.log import logger, redact_target
 from clientmcp_fast.speedups import (
     EXPECTS_CONTINUE,
@@ -34,7 +33,6 @@ from clientmcp_fast.speedups import (
     READING_HEAD,
     REFUSED,
     ROUTE_CONNECT,
-    ROUTE_ECHO,
     ROUTE_HEALTHZ,
     ROUTE_MCP,
     STOPPED,
@@ -145,7 +143,7 @@ class HttpProtocol:
         self._keepalive_timeout: float = limits.keepalive_timeout
         self._time = server.loop.time
         self._queue: deque[Request] = deque()
-        self.reader = RequestReader(self._queue, limits.max_head_bytes, server.settings.websocket_echo)
+        self.reader = RequestReader(self._queue, limits.max_head_bytes)
         # The reader's state as `feed` last returned it (bits): read per request, where its
         # attributes would each be an attribute lookup.
         self._reading = 0
@@ -267,21 +265,19 @@ class HttpProtocol:
         if kind == ROUTE_MCP:
             self._agents.handle(exchange, token, self._time())
         elif kind == ROUTE_CONNECT:
-            self._websocket(exchange, echo=False)
+            self._websocket(exchange)
         elif kind == ROUTE_HEALTHZ:
             if request.method == b"GET":
                 exchange.respond(200, (TEXT_PLAIN,), b"ok")
             else:
                 self._plain(exchange, 405, "use GET", _ALLOW_GET)
-        elif kind == ROUTE_ECHO and self.server.settings.websocket_echo:
-            self._websocket(exchange, echo=True)
         else:
             self._plain(exchange, 404, "not found: the bridge serves /connect, /mcp and /healthz")
 
     def _plain(self, exchange: HttpExchange, status: int, text: str, extra: Headers = ()) -> None:
         exchange.respond(status, (TEXT_PLAIN, *extra), text.encode() + b"\n")
 
-    def _websocket(self, exchange: HttpExchange, echo: bool) -> None:
+    def _websocket(self, exchange: HttpExchange) -> None:
         request = exchange.request
         if request.method != b"GET":
             self._plain(exchange, 405, "use GET with a WebSocket upgrade", _ALLOW_GET)
@@ -294,10 +290,7 @@ class HttpProtocol:
                 # Not an upgrade as far as HTTP goes: say precisely what is missing.
                 check_upgrade(request.headers)
                 raise HandshakeError(400, "Connection header must include Upgrade")
-            if echo:
-                response, token = accept_response(check_upgrade(request.headers), None), None
-            else:
-                response, token = client_channel_handshake(request.headers)
+            response, token = self.server.handshake(request.headers)
         except HandshakeError as error:
             request.keep_alive = False
             self._plain(exchange, error.status, error.reason, error.headers)
@@ -311,7 +304,7 @@ class HttpProtocol:
         self._closed = True  # as an HTTP connection: the transport now belongs to the WebSocket
         self.server.http_connections.discard(self)
         self.transport.write(response)
-        self.server.hand_off(self.transport, token, upgrade[1], echo)
+        self.server.hand_off(self.transport, token, upgrade[1])
 
     def must_close(self, request: Request) -> bool:
         """Whether the connection ends after answering `request`."""

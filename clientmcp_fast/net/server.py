@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 from clientmcp_fast.config import ConfigError, Settings, address_text
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.bridge import Bridge
-from clientmcp_fast.core.channel import AppChannel
-from clientmcp_fast.core.echo import EchoSession
+from clientmcp_fast.core.channel import AppChannel, client_channel_handshake
 from clientmcp_fast.core.tokens import TokenVerifier
 from clientmcp_fast.log import logger
 from clientmcp_fast.net.http import HttpProtocol
@@ -190,13 +189,20 @@ class Server:
             self.loop.call_later(self._http_sweep_every, self._sweep_http) if self.http_connections else None
         )
 
-    def hand_off(self, transport: asyncio.Transport, token: str | None, tail: bytes, echo: bool) -> None:
-        """An upgrade was accepted: the transport now runs a WebSocket session."""
+    def handshake(self, headers: dict[bytes, bytes]) -> tuple[bytes, str | None]:
+        """The answer to a WebSocket upgrade on /connect and the token it offered; raises HandshakeError."""
+        return client_channel_handshake(headers)
+
+    def hand_off(self, transport: asyncio.Transport, token: str | None, tail: bytes) -> None:
+        """An upgrade was accepted: the transport now runs the app's channel."""
         protocol = WebSocketProtocol(self, transport)
         transport.set_protocol(protocol)
         self.websockets.add(protocol)
-        session = EchoSession(protocol) if echo else AppChannel(self.bridge, protocol, self.loop.time())
-        protocol.start(session, token, tail)
+        protocol.start(self.new_session(protocol), token, tail)
+
+    def new_session(self, protocol: WebSocketProtocol) -> AppChannel:
+        """What runs on an accepted WebSocket: an app's channel to the bridge."""
+        return AppChannel(self.bridge, protocol, self.loop.time())
 
     def websocket_closed(self, protocol: WebSocketProtocol) -> None:
         self.websockets.discard(protocol)

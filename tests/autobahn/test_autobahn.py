@@ -1,9 +1,9 @@
 """The bridge's WebSocket layer against the Autobahn TestSuite (`wstest -m fuzzingclient`), RFC 6455 end to end.
 
 wstest (PyPI `autobahntestsuite`, Python 2.7, installed into .autobahn/ by `make test` from
-requirements-py27.txt) drives every case of sections 1-10 against `/_echo`, an echo endpoint
-on the same WebSocket code as `/connect` that only exists when the Settings say
-`websocket_echo=True` (test runs only). Sections 12 and 13 (permessage-deflate) are excluded:
+requirements-py27.txt) drives every case of sections 1-10 against `/connect` of an `EchoServer`
+(echo_server.py): the bridge's server with an echo in place of the app's channel, on the same
+WebSocket code. Sections 12 and 13 (permessage-deflate) are excluded:
 the bridge declines compression by design. All of section 9 (performance) runs; it takes well
 under a minute. Each case must end OK, NON-STRICT or INFORMATIONAL, and so must its closing
 handshake, except the four 9.x cases whose messages (8 and 16 MiB) are over the 4 MiB limit of
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from echo_server import EchoServer
 
 from clientmcp_fast.speedups import IMPLEMENTATION
 
@@ -59,13 +60,13 @@ def case_key(case: str) -> tuple[int, ...]:
 def test_fuzzingclient_cases_end_ok_non_strict_or_informational(
     wstest: list[str], start_bridge: Callable[..., Any]
 ) -> None:
-    """Every case of sections 1-10 passes against /_echo; messages over 4 MiB get 1009 by design."""
-    bridge = start_bridge(websocket_echo=True)
+    """Every case of sections 1-10 passes against the echo; messages over 4 MiB get 1009 by design."""
+    bridge = start_bridge(server_class=EchoServer)
     shutil.rmtree(REPORT, ignore_errors=True)
     REPORT.mkdir(parents=True)
     spec = {
         "outdir": str(REPORT),
-        "servers": [{"agent": AGENT, "url": f"ws://127.0.0.1:{bridge.port}/_echo"}],
+        "servers": [{"agent": AGENT, "url": f"ws://127.0.0.1:{bridge.port}/connect"}],
         "cases": ["*"],
         "exclude-cases": ["12.*", "13.*"],
         "exclude-agent-cases": {},

@@ -16,7 +16,7 @@ from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
 from .chunks import FILL, FILL_READS, split
 
-ECHO = 0x10  # the WebSocket echo endpoint is served (as under Autobahn)
+# Bit 0x10 of the flags is unused (it once served an echo route that is no more).
 HEAD_LIMITS = (16 * 1024, 4096, 1024, 64)  # by bits 0x60: the limit is a setting
 # What FILL adds: one chunk of 64 KiB of a chunked body, or 64 KiB more of any other body.
 FILL_READ = b"10000\r\n" + b"a" * 0x10000 + b"\r\n"
@@ -39,7 +39,7 @@ def read(reader_class, flags: int, reads: list[bytes]) -> tuple:
     queue: deque = deque()
     if flags == FILL:
         flags, reads = 0, [*reads, *[FILL_READ] * FILL_READS]
-    reader = reader_class(queue, HEAD_LIMITS[flags >> 5 & 3], bool(flags & ECHO))
+    reader = reader_class(queue, HEAD_LIMITS[flags >> 5 & 3])
     returned = []
     for data in reads:
         stopped, count = reader.stopped, len(queue)
@@ -68,7 +68,7 @@ def read(reader_class, flags: int, reads: list[bytes]) -> tuple:
         request, tail = reader.upgrade
         assert request.method == b"GET" and reader.stopped and reader.refusal is None
         kind, _ = speedups.route(request.target)
-        assert kind == speedups.ROUTE_CONNECT or (kind == speedups.ROUTE_ECHO and flags & ECHO)
+        assert kind == speedups.ROUTE_CONNECT, "an upgrade accepted off /connect"
         upgrade = (request.target, tail)
     state = (reader.in_head, reader.in_body, reader.expect_continue, reader.stopped, reader.refusal)
     return requests, upgrade, state, returned

@@ -44,7 +44,7 @@ def http_reader() -> dict[str, bytes]:
         "post-in-reads": encode(0, [post[:3], post[3:40], post[40:41], post[41:]]),
         "pipeline": encode(0, [post + post.replace(b"POST", b"HEAD") + b"GET /healthz HTTP/1.1\r\n\r\n"]),
         "upgrade-with-frame": encode(0, [upgrade]),
-        "echo-upgrade": encode(0x10, [upgrade.replace(b"/connect", b"/_echo")]),
+        "upgrade-elsewhere": encode(0, [upgrade.replace(b"/connect", b"/_echo")]),
         "chunked-with-trailer": encode(0, [chunked[:50], chunked[50:]]),
         "expect-continue": encode(
             0, [b"POST /mcp HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n", b"{}"]

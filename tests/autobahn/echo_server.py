@@ -1,9 +1,26 @@
-"""A WebSocket that echoes every message: only for the Autobahn TestSuite, never on by default."""
+"""A bridge whose /connect echoes every message, for the Autobahn TestSuite: test code, not the product's.
+
+`EchoServer` is the real `Server`, with its two WebSocket seams replaced: the handshake asks
+for no subprotocol or token, and each accepted connection runs `EchoSession` instead of an
+app's channel, on the same frame reader, WebSocket state machine and transport code.
+"""
 
 from __future__ import annotations
 
-from clientmcp_fast.core.websocket import Link, MessageHandler, WebSocket
+from clientmcp_fast.core.websocket import Link, MessageHandler, WebSocket, accept_response, check_upgrade
+from clientmcp_fast.net.server import Server
+from clientmcp_fast.net.websocket import WebSocketProtocol
 from clientmcp_fast.speedups import EXACT_PING, OP_BINARY, build_frame
+
+
+class EchoServer(Server):
+    """The bridge's server, echoing on /connect."""
+
+    def handshake(self, headers: dict[bytes, bytes]) -> tuple[bytes, str | None]:
+        return accept_response(check_upgrade(headers), None), None
+
+    def new_session(self, protocol: WebSocketProtocol) -> EchoSession:  # type: ignore[override]
+        return EchoSession(protocol)
 
 
 class EchoSession(MessageHandler):
