@@ -8,29 +8,10 @@ import os
 import re
 import sys
 import time
-import types
 from collections.abc import Sequence
 
-# This module is only ever a program's entry point (`clientmcp`, `python -m clientmcp_fast`),
-# so what it keeps out of the process affects nothing else. Each is RSS an idle bridge would
-# pay for code it never runs (docs/benchmarks.md):
-# - `cryptography` (about 10 MB): PyJWT imports it whenever it is installed, for the RSA and
-#   EC algorithms the bridge refuses anyway; PyJWT supports its absence.
-# - PyJWT's `jwks_client` (about 1.3 MB: urllib.request, http.client, email, tempfile...):
-#   `import jwt` loads it for `PyJWKClient`, which fetches keys over HTTP; the bridge's keys
-#   are its secrets. A stand-in module answers the import.
-# - `_hashlib` (about 0.4 MB): hashlib and hmac then use Python's built-in SHA-1 and SHA-256,
-#   with the same digests; they run once per handshake and once per new token.
-sys.modules.setdefault("cryptography", None)
-sys.modules.setdefault("_hashlib", None)
-_no_jwks = types.ModuleType(
-    "jwt.jwks_client", "Stand-in: the bridge never fetches keys (see clientmcp_fast.cli)."
-)
-_no_jwks.PyJWKClient = None  # type: ignore[attr-defined]
-sys.modules.setdefault("jwt.jwks_client", _no_jwks)
-
-from clientmcp_fast import __version__  # noqa: E402 (after keeping those out)
-from clientmcp_fast.config import (  # noqa: E402
+from clientmcp_fast import __version__
+from clientmcp_fast.config import (
     ConfigError,
     add_options,
     listen_address,
@@ -38,7 +19,7 @@ from clientmcp_fast.config import (  # noqa: E402
     load_secrets,
     parse_duration,
 )
-from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, mint  # noqa: E402
+from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, mint
 
 DEFAULT_TTL = "24h"
 _SECRETS_NOTE = (

@@ -20,18 +20,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 # Modules the bridge never imports, which PyInstaller would carry because something names
-# them: the build's setuptools (about 9 MB and 0.15 s at every start); what cli.py keeps
-# out of the process (cryptography, PyJWT's key fetcher); the optional or lazy imports of
-# the packages the bridge uses (websockets' own command line and its readline, attrs for
-# msgspec, process pools for concurrent.futures, decimal's pure twin beside _decimal);
-# and the standard library's tools for people at a prompt.
+# them: the build's setuptools (about 9 MB and 0.15 s at every start); the optional or lazy
+# imports of the packages the bridge uses (websockets' own command line and its readline,
+# attrs for msgspec, process pools for concurrent.futures, decimal's pure twin beside
+# _decimal); and the standard library's tools for people at a prompt.
 EXCLUDED = (
     "setuptools",
     "pkg_resources",
     "_distutils_hack",
     "distutils",
-    "cryptography",
-    "jwt.jwks_client",
     "websockets.cli",
     "readline",
     "attr",

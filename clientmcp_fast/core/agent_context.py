@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from clientmcp_fast.core import jsonrpc
 from clientmcp_fast.core.agent_streams import KEEPALIVE, SSE_HEADERS, sse_event
 from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.http import JSON_ONLY, Exchange, Headers
-from clientmcp_fast.core.jsonrpc import INVALID_REQUEST, NULL_ID, REQUEST_CANCELLED
+from clientmcp_fast.core.jsonrpc import INVALID_REQUEST, NULL_ID, REQUEST_CANCELLED, encode_json
 from clientmcp_fast.speedups import complete_result, jsonrpc_result
 
 if TYPE_CHECKING:
@@ -23,7 +21,7 @@ JSON_HEADERS = JSON_ONLY
 
 def tool_error(text: str, modern: bool) -> bytes:
     """A CallToolResult with `isError: true`: how availability problems reach the model (ClientMCP v1 §4.3)."""
-    body = b'{"content":[{"type":"text","text":' + orjson.dumps(text) + b'}],"isError":true}'
+    body = b'{"content":[{"type":"text","text":' + encode_json(text) + b'}],"isError":true}'
     return b'{"resultType":"complete",' + body[1:] if modern else body
 
 
@@ -120,7 +118,7 @@ class Context(Call):
         else:
             members = jsonrpc.decode_json(result)
             members["resultType"] = "complete"
-            self._finish(jsonrpc_result(self.id_json, orjson.dumps(members)))
+            self._finish(jsonrpc_result(self.id_json, encode_json(members)))
 
     def call_error(self, text: str) -> None:
         self._finish(jsonrpc_result(self.id_json, tool_error(text, self.modern)))

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import orjson
-
 from clientmcp_fast import __version__
+from clientmcp_fast.core.jsonrpc import encode_json
 
 MODERN = "2026-07-28"
 LEGACY = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -14,6 +13,6 @@ UNNAMED_LEGACY = "2025-03-26"  # a request that names no revision (MCP 2025-06-1
 SUPPORTED = (MODERN, *LEGACY)
 
 SERVER_INFO = {"name": "clientmcp", "version": __version__}
-_SERVER_INFO_META = b'"_meta":{"io.modelcontextprotocol/serverInfo":' + orjson.dumps(SERVER_INFO) + b"}"
+_SERVER_INFO_META = b'"_meta":{"io.modelcontextprotocol/serverInfo":' + encode_json(SERVER_INFO) + b"}"
 # How a modern tools/list or server/discover result ends: cache hints, then serverInfo.
 MODERN_LIST_TAIL = b',"ttlMs":0,"cacheScope":"private",' + _SERVER_INFO_META + b"}"

@@ -6,7 +6,6 @@ import os
 from typing import TYPE_CHECKING
 
 import msgspec
-import orjson
 from msgspec import UNSET
 
 from clientmcp_fast.core import jsonrpc
@@ -20,6 +19,7 @@ from clientmcp_fast.core.jsonrpc import (
     NULL_ID,
     Message,
     Params,
+    encode_json,
     valid_id,
 )
 from clientmcp_fast.core.limits import MAX_BATCH_ELEMENTS
@@ -82,7 +82,7 @@ def _initialize(bridge: Bridge, context: Context, id_json: bytes, params: Params
         body["instructions"] = text
     # The session id only namespaces the ids a notifications/cancelled names (ClientMCP v1 §4.1).
     session = os.urandom(16).hex().encode()  # secrets.token_hex, without importing `secrets`
-    context.reply(jsonrpc_result(id_json, orjson.dumps(body)), ((b"mcp-session-id", session),))
+    context.reply(jsonrpc_result(id_json, encode_json(body)), ((b"mcp-session-id", session),))
 
 
 # -- notifications/cancelled (docs/protocol.md, Mapping) ---------------------------------------

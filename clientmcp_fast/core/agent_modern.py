@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import orjson
 from msgspec import UNSET
 
 from clientmcp_fast.core.agent_checks import header_text, named_tool
@@ -24,6 +23,7 @@ from clientmcp_fast.core.jsonrpc import (
     Message,
     Meta,
     Params,
+    encode_json,
     valid_id,
     wants_tool_changes,
 )
@@ -109,11 +109,11 @@ def serve_modern(
 
 
 def _discover(bridge: Bridge, context: Context, id_json: bytes) -> None:
-    body = b'{"resultType":"complete","supportedVersions":' + orjson.dumps(SUPPORTED)
+    body = b'{"resultType":"complete","supportedVersions":' + encode_json(SUPPORTED)
     body += b',"capabilities":' + _CAPABILITIES
     text = instructions(bridge, context.client_id)
     if text is not None:
-        body += b',"instructions":' + orjson.dumps(text)
+        body += b',"instructions":' + encode_json(text)
     context.reply(jsonrpc_result(id_json, body + MODERN_LIST_TAIL))
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-import orjson
 from msgspec import UNSET
 
 from clientmcp_fast.core.limits import MAX_BATCH_ELEMENTS
@@ -125,6 +124,7 @@ _decode_message = msgspec.json.Decoder(Message).decode
 _decode_loose_message = msgspec.json.Decoder(_LooseMessage).decode
 _decode_loose_meta = msgspec.json.Decoder(_LooseMeta).decode
 decode_json = msgspec.json.Decoder().decode
+encode_json = msgspec.json.Encoder().encode
 _decode_notifications = msgspec.json.Decoder(Notifications).decode
 _decode_id_only = msgspec.json.Decoder(_IdOnly).decode
 
@@ -214,11 +214,11 @@ def error(id_json: bytes, code: int, message: str, data: Any = None) -> bytes:
     body: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         body["data"] = data
-    return b'{"jsonrpc":"2.0","id":' + id_json + b',"error":' + orjson.dumps(body) + b"}"
+    return b'{"jsonrpc":"2.0","id":' + id_json + b',"error":' + encode_json(body) + b"}"
 
 
 def notification(method: str, params: bytes | None = None) -> bytes:
     """A JSON-RPC notification; `params` is JSON already."""
     if params is None:
-        return b'{"jsonrpc":"2.0","method":' + orjson.dumps(method) + b"}"
-    return b'{"jsonrpc":"2.0","method":' + orjson.dumps(method) + b',"params":' + params + b"}"
+        return b'{"jsonrpc":"2.0","method":' + encode_json(method) + b"}"
+    return b'{"jsonrpc":"2.0","method":' + encode_json(method) + b',"params":' + params + b"}"

@@ -8,8 +8,8 @@ from typing import Any
 from weakref import WeakValueDictionary
 
 import msgspec
-import orjson
 
+from clientmcp_fast.core.jsonrpc import encode_json
 from clientmcp_fast.core.limits import MAX_CLOSE_REASON_BYTES
 from clientmcp_fast.core.messages import decode_raw_list, decode_tool_head
 from clientmcp_fast.core.param_headers import HeaderParam, InvalidAnnotation, header_params
@@ -60,7 +60,7 @@ def _problem(index: int, name: Any, problem: str) -> RegisterError:
         room = MAX_CLOSE_REASON_BYTES - len(f"{head} : {problem}".encode())
         name = name[:40]
         while True:
-            shown = orjson.dumps(name).decode()
+            shown = encode_json(name).decode()
             if len(shown.encode()) <= room:
                 return RegisterError(f"{head} {shown}: {problem}")
             if not name:

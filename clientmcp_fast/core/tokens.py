@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import math
 import re
 from collections.abc import Sequence
 
-import jwt
-import orjson
+import msgspec
 
 ROLE_CLIENT = "client"
 ROLE_AGENT = "agent"
@@ -28,10 +29,13 @@ CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 # no "=" pad, no whitespace, no other alphabet. The signature is empty for alg "none", which
 # is then refused for its algorithm.
 _COMPACT = re.compile(r"([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]*)")
-# PyJWT checks the signature and the algorithm, and nothing else: the JSON of the header and
-# the claims is read here, strictly, and of the claims only sub, role, exp and nbf are judged
-# (ClientMCP v1 §2: "Other claims are ignored"; aud, iat, iss and jti included).
-_JWS = jwt.PyJWS()
+# The header is judged by its alg alone, the claims by sub, role, exp and nbf (ClientMCP v1 §2:
+# "Other claims are ignored"; aud, iat, iss and jti included). Signing and verifying are
+# HMAC-SHA256 over the first two segments (RFC 7515 §5), with the standard library: a JWT
+# library would load its key fetcher (urllib, http.client, email) and `cryptography` where
+# installed, for algorithms the bridge refuses. Tests hold both to PyJWT, byte for byte.
+_decode_json = msgspec.json.Decoder().decode
+_encode_json = msgspec.json.Encoder().encode
 
 
 class TokenError(Exception):
@@ -68,8 +72,8 @@ def _segment(text: str) -> bytes:
 def _json_object(text: str) -> dict:
     """A segment's JSON object, read as RFC 8259 JSON: no NaN or Infinity, no BOM; raises TokenError."""
     try:
-        value = orjson.loads(_segment(text))
-    except orjson.JSONDecodeError:
+        value = _decode_json(_segment(text))
+    except msgspec.DecodeError:
         raise TokenError("token is malformed") from None
     if not isinstance(value, dict):
         raise TokenError("token is malformed")
@@ -131,21 +135,15 @@ class TokenVerifier:
         parts = _COMPACT.fullmatch(text)
         if parts is None:
             raise TokenError("token is malformed")
-        _json_object(parts[1])  # the header: PyJWT reads it with a lenient parser
-        _segment(parts[3])
-        verified = False
+        header = _json_object(parts[1])
+        signature = _segment(parts[3])
+        if header.get("alg") != "HS256":
+            raise TokenError("token algorithm is not HS256")
+        signed = text[: parts.end(2)].encode("ascii")
         for secret in self._secrets:
-            try:
-                _JWS.decode(text, secret, algorithms=["HS256"])
-                verified = True
+            if hmac.compare_digest(hmac.new(secret, signed, hashlib.sha256).digest(), signature):
                 break
-            except jwt.InvalidSignatureError:
-                continue
-            except jwt.InvalidAlgorithmError:
-                raise TokenError("token algorithm is not HS256") from None
-            except jwt.PyJWTError:
-                raise TokenError("token is malformed") from None
-        if not verified:
+        else:
             raise TokenError("token signature does not verify")
         claims = _json_object(parts[2])
         sub = claims.get("sub")
@@ -166,4 +164,13 @@ def mint(secret: bytes, role: str, client_id: str, ttl: float, now: float) -> st
     if not CLIENT_ID_PATTERN.fullmatch(client_id):
         raise ValueError("a client ID is 1-128 characters of A-Z a-z 0-9 _ - . : @")
     claims = {"sub": client_id, "role": role, "iat": int(now), "exp": int(now + ttl)}
-    return jwt.encode(claims, secret, algorithm="HS256")
+    signed = _HS256_HEADER + b"." + _base64url(_encode_json(claims))
+    return (signed + b"." + _base64url(hmac.new(secret, signed, hashlib.sha256).digest())).decode("ascii")
+
+
+def _base64url(data: bytes) -> bytes:
+    return base64.urlsafe_b64encode(data).rstrip(b"=")
+
+
+# The header PyJWT writes, in its bytes: keys sorted, no spaces.
+_HS256_HEADER = _base64url(b'{"alg":"HS256","typ":"JWT"}')

@@ -8,8 +8,10 @@ import hmac
 import json
 import warnings
 
+import hypothesis
 import jwt
 import pytest
+from hypothesis import strategies as st
 
 from clientmcp_fast.core import tokens
 from clientmcp_fast.core.tokens import CLOCK_SKEW_SECONDS, TokenError, TokenVerifier, mint
@@ -308,17 +310,18 @@ def test_a_small_cache_evicts_and_still_verifies():
 
 def test_a_token_verified_without_remembering_is_checked_every_time_and_never_cached(monkeypatch):
     """Apps' tokens (once per connection) are not kept: no memory per idle app, no agent token evicted."""
-    decodes = []
-    real_decode = tokens._JWS.decode
-    monkeypatch.setattr(tokens._JWS, "decode", lambda *a, **k: decodes.append(1) or real_decode(*a, **k))
-    verifier = TokenVerifier([SECRET], cache_size=1)
     agent = hand_token(HS256, claims(sub="agent-1", role="agent"))
-    assert verifier.verify(agent, "agent", NOW) == "agent-1"
     app = hand_token(HS256, claims(sub="app-1"))
+    expired = hand_token(HS256, claims(exp=int(NOW) - 100))
+    decodes = []  # signatures checked
+    real_hmac = tokens.hmac.new
+    monkeypatch.setattr(tokens.hmac, "new", lambda *a, **k: decodes.append(1) or real_hmac(*a, **k))
+    verifier = TokenVerifier([SECRET], cache_size=1)
+    assert verifier.verify(agent, "agent", NOW) == "agent-1"
     for _ in range(2):
         assert verifier.verify(app, "client", NOW, remember=False) == "app-1"
     with pytest.raises(TokenError, match="^token expired$"):
-        verifier.verify(hand_token(HS256, claims(exp=int(NOW) - 100)), "client", NOW, remember=False)
+        verifier.verify(expired, "client", NOW, remember=False)
     assert verifier.verify(agent, "agent", NOW) == "agent-1"  # still cached: the apps pushed nothing out
     assert len(decodes) == 4
 
@@ -416,3 +419,43 @@ def test_mint_refuses_an_invalid_client_id(client_id):
 def test_token_errors_never_contain_the_token():
     token = hand_token(HS256, claims(sub="not valid!"))
     assert token not in refused(token)
+
+
+# -- the standard library's HMAC against PyJWT's -----------------------------------------------
+
+
+@hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
+@hypothesis.given(
+    secret=st.sampled_from([SECRET, OTHER_SECRET]),
+    extra=st.dictionaries(st.text(max_size=8), st.text(max_size=8) | st.integers(), max_size=3),
+    tamper=st.none() | st.integers(min_value=0),
+)
+def test_the_verifier_accepts_exactly_the_signatures_pyjwt_accepts(secret, extra, tamper):
+    """The bridge checks HMAC-SHA256 itself; PyJWT, which mints, is the reference it must agree with."""
+    token = jwt.encode({**extra, **claims()}, secret, algorithm="HS256")
+    if tamper is not None:
+        index = tamper % len(token)
+        if token[index] != ".":
+            token = token[:index] + ("A" if token[index] != "A" else "B") + token[index + 1 :]
+    try:
+        jwt.decode(token, SECRET, algorithms=["HS256"], options={"verify_exp": False, "verify_iat": False})
+        expected = "alice-wallet"
+    except jwt.PyJWTError:
+        expected = None
+    try:
+        got = verify(token)
+    except TokenError:
+        got = None
+    assert got == expected
+
+
+@hypothesis.settings(max_examples=200, deadline=None, derandomize=True)
+@hypothesis.given(
+    client_id=st.from_regex(tokens.CLIENT_ID_PATTERN, fullmatch=True),
+    role=st.sampled_from(tokens.ROLES),
+    ttl=st.floats(min_value=1, max_value=10 * 365 * 86400),
+    now=st.floats(min_value=0, max_value=4e9),
+)
+def test_mint_writes_the_bytes_pyjwt_writes(client_id, role, ttl, now):
+    claims = {"sub": client_id, "role": role, "iat": int(now), "exp": int(now + ttl)}
+    assert mint(SECRET, role, client_id, ttl, now) == jwt.encode(claims, SECRET, algorithm="HS256")
