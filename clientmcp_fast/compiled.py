@@ -10,6 +10,7 @@ A test checks this list against the `.pyx` and `.pxd` files in the package.
 HOT_PATHS = ("frames", "routing", "http_reader", "splice")
 
 TYPED = (
+    "core.memo",
     "core.http",
     "core.jsonrpc",
     "core.tokens",

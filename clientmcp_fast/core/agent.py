@@ -68,7 +68,7 @@ class AgentEndpoint:
         self.allowed_origins = None if allowed_origins is None else {o.lower() for o in allowed_origins}
         self._accept_cache: dict[bytes | None, tuple[bool, bool, bool]] = {}
         # An agent sends the same Authorization header with every request, and names the same
-        # tools in Mcp-Name again and again: each value is read once (see agent_checks.remember).
+        # tools in Mcp-Name again and again: each value is read once (see agent_checks.remember_value).
         self._bearer_cache: dict[bytes, bytes] = {}
         self._name_cache: dict[bytes, str | None] = {}
 

@@ -1,11 +1,12 @@
 # Typed declarations of agent_checks.py for its compiled build (Cython pure-Python mode): see setup.py.
 # The checks every request runs, as C functions agent.py and agent_modern.py call directly.
 
+from clientmcp_fast.core.memo cimport remember
 from clientmcp_fast.core.tokens cimport TokenVerifier
 
 
 cpdef str header_text(bytes value, dict known)
-cpdef remember(dict memo, bytes value, meaning)
+cpdef remember_value(dict memo, bytes value, meaning)
 cpdef authenticate(TokenVerifier verifier, dict cache, exchange, authorization, path_token, cors, now)
 cpdef media_accepted(dict cache, accept)
 cpdef named_tool(dict cache, mcp_name)

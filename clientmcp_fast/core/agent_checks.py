@@ -12,6 +12,7 @@ from clientmcp_fast.core import jsonrpc
 from clientmcp_fast.core.agent_context import JSON_HEADERS
 from clientmcp_fast.core.http import Exchange, Headers
 from clientmcp_fast.core.jsonrpc import INVALID_REQUEST, NULL_ID
+from clientmcp_fast.core.memo import remember
 from clientmcp_fast.core.param_headers import decode_header_value
 from clientmcp_fast.core.tokens import ROLE_AGENT, TokenError, TokenVerifier
 from clientmcp_fast.log import logger
@@ -36,12 +37,10 @@ _MEMO_VALUE_BYTES = 2_048
 _UNSEEN = object()
 
 
-def remember(memo: dict, value: bytes, meaning: object) -> None:
-    """Keep what a header value means, unless the value is too long; the oldest entry goes first."""
+def remember_value(memo: dict, value: bytes, meaning: object) -> None:
+    """Keep what a header value means, unless the value is too long (see `memo.remember`)."""
     if len(value) <= _MEMO_VALUE_BYTES:
-        if len(memo) >= _MEMO_ENTRIES:
-            del memo[next(iter(memo))]  # dicts keep insertion order: the oldest goes
-        memo[value] = meaning
+        remember(memo, value, meaning, _MEMO_ENTRIES)
 
 
 # -- Origin and CORS (ClientMCP v1 §4.5, docs/protocol.md) --------------------------------------
@@ -105,14 +104,14 @@ def authenticate(
 ) -> str | None:
     """The client ID the agent token selects; None after answering 401 (ClientMCP v1 §4).
 
-    `cache` remembers the token of each Authorization value (see `remember`).
+    `cache` remembers the token of each Authorization value (see `remember_value`).
     """
     token = None
     if authorization is not None:
         token = cache.get(authorization)
         if token is None:
             token = _bearer_token(authorization)
-            remember(cache, authorization, token)
+            remember_value(cache, authorization, token)
         token = token or None
     if token is None and path_token:
         token = path_token
@@ -142,8 +141,7 @@ def media_accepted(cache: dict[bytes | None, tuple[bool, bool, bool]], accept: b
     parsed = cache.get(accept)
     if parsed is None:
         parsed = _parse_accept(accept)
-        if len(cache) < _ACCEPT_ENTRIES:
-            cache[accept] = parsed
+        remember(cache, accept, parsed, _ACCEPT_ENTRIES)
     return parsed
 
 
@@ -184,5 +182,5 @@ def named_tool(cache: dict[bytes, str | None], mcp_name: bytes | None) -> str | 
     decoded = cache.get(mcp_name, _UNSEEN)
     if decoded is _UNSEEN:
         decoded = decode_header_value(mcp_name.strip(b" \t").decode("latin-1"))
-        remember(cache, mcp_name, decoded)
+        remember_value(cache, mcp_name, decoded)
     return decoded

@@ -4,6 +4,8 @@
 
 cimport cython
 
+from clientmcp_fast.core.memo cimport remember
+
 
 cdef list _LENGTH_LINES
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from clientmcp_fast.core.memo import remember
+
 Headers = Sequence[tuple[bytes, bytes]]
 
 REASONS = {
@@ -216,8 +218,8 @@ def _head_prefix(status: int, headers: Headers, close: bool) -> bytes:
         if close:
             parts.append(b"connection: close\r\n")
         prefix = b"".join(parts)
-        if key is not None and len(known) < _MAX_HEAD_PREFIXES:
-            known[key] = prefix
+        if key is not None:
+            remember(known, key, prefix, _MAX_HEAD_PREFIXES)
     return prefix
 
 

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 import msgspec
 
+from clientmcp_fast.core import memo
+
 ROLE_CLIENT = "client"
 ROLE_AGENT = "agent"
 ROLES = (ROLE_CLIENT, ROLE_AGENT)
@@ -117,10 +119,7 @@ class TokenVerifier:
         if grant is None:
             grant = self._check_signature_and_claims(token)
             if remember:
-                if len(self._cache) >= self._cache_size:
-                    # Dicts keep insertion order: drop the oldest entry.
-                    del self._cache[next(iter(self._cache))]
-                self._cache[token] = grant
+                memo.remember(self._cache, token, grant, self._cache_size)
         if grant.role != role:
             raise TokenError(f"token role is {grant.role}, this endpoint needs {role}")
         skew = CLOCK_SKEW_SECONDS  # a local, so that compiled the comparisons are of C numbers
