@@ -220,7 +220,7 @@ def test_the_javascript_todo_app_answers_an_agent(start_bridge):
 
 def test_the_agents_use_the_demo():
     """The README's "Agents": with `clientmcp demo` running, the SDK and curl examples list and call."""
-    with running_demo("--port", "0") as demo:
+    with running_demo("--port", "0", "--python-app") as demo:
         env = {"CLIENTMCP_AGENT_URL": demo.url, "CLIENTMCP_AGENT_TOKEN": demo.token}
         sdk = run_example("agent_sdk.py", **env).stdout.splitlines()
         assert sdk[0] == "tools: add_todo, list_todos, complete_todo, clear_done"
