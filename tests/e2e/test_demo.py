@@ -322,3 +322,18 @@ def test_a_busy_page_port_is_one_line_and_exit_2():
         _one_line_failure("--page-port", "70000")
         == "clientmcp: error: --page-port: 70000 is not a TCP port (0-65535)\n"
     )
+
+
+def test_every_file_of_the_page_is_package_data():
+    """`pip install .` carries clientmcp_fast/web (pyproject.toml's package-data), so the demo can serve it."""
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    web = sorted(
+        p.relative_to(root / "clientmcp_fast").as_posix() for p in (root / "clientmcp_fast" / "web").iterdir()
+    )
+    assert {"web/clientmcp.js", "web/index.html", "web/todo.js", "web/todo.css"} <= set(web)
+    for name in web:
+        assert any(fnmatch.fnmatch(name, pattern) for pattern in patterns["clientmcp_fast"]), name
