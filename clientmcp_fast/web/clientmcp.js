@@ -178,6 +178,7 @@ export class ClientMCP extends EventTarget {
     this._retryTimer = null;
     this._delay = backoff[0];
     this._waiters = []; // connect() calls waiting for the first registered
+    this._run = 0; // counts connect() calls that started attempts: an attempt of an older one stops
   }
 
   // -- declaring tools ---------------------------------------------------------------------
@@ -246,6 +247,7 @@ export class ClientMCP extends EventTarget {
     });
     if (this._stopping) {
       this._stopping = false;
+      this._run += 1;
       this.attempts = 0;
       this.lastError = null;
       this._delay = this.backoff[0];
@@ -321,19 +323,21 @@ export class ClientMCP extends EventTarget {
   async _attempt() {
     this._retryTimer = null;
     this.attempts += 1;
+    const run = this._run;
     this._setState("connecting");
     let token;
     try {
       token = typeof this._token === "function" ? await this._token() : this._token;
       if (typeof token !== "string" || !token) throw new TypeError("it returned no token");
     } catch (error) {
+      if (run !== this._run) return;
       this.closeCode = null;
       this.closeReason = "";
       this.lastError = `the token function failed: ${error?.name ?? "Error"}: ${error?.message ?? error}`;
       this._afterEnd();
       return;
     }
-    if (this._stopping) return;
+    if (this._stopping || run !== this._run) return; // closed, or closed and connected again, meanwhile
     let ws;
     try {
       ws = new this._Socket(this.url, [SUBPROTOCOL, token]);

@@ -377,3 +377,62 @@ test("case: reconnect rules by close code", () => {
   assert.notEqual(noReconnectReason(4401, false), null);
   assert.equal(noReconnectReason(4401, true), null);
 });
+
+test("a token function that fails is retried with the backoff, saying why", async () => {
+  const id = newId();
+  let calls = 0;
+  const mcp = new ClientMCP({
+    url: bridge.connectUrl,
+    token: async () => {
+      calls += 1;
+      if (calls === 1) throw new Error("the backend is down");
+      return bridge.token("client", id);
+    },
+    backoff: [10, 20],
+  });
+  const errors = [];
+  mcp.addEventListener("statechange", (event) => event.state === "offline" && errors.push(mcp.lastError));
+  await mcp.connect();
+  assert.deepEqual(errors, ["the token function failed: Error: the backend is down"]);
+  assert.equal(calls, 2);
+  await mcp.close();
+});
+
+test("close() while the token function runs stops the attempt", async () => {
+  const id = newId();
+  let release;
+  const mcp = new ClientMCP({ url: bridge.connectUrl, token: () => new Promise((resolve) => (release = resolve)) });
+  mcp.expose("echo", { handler: () => "ok" }); // listed, were a connection to open after all
+  const connecting = mcp.connect().catch((error) => error.message);
+  await waitFor(() => release !== undefined, 5000, "the token function called");
+  await mcp.close();
+  release(bridge.token("client", id));
+  assert.match(await connecting, /^closed before registering/);
+  await sleep(100);
+  assert.equal(mcp.state, "offline");
+  assert.deepEqual(await bridge.toolNames(id), []);
+});
+
+test("connect() again after close(), while a token function runs, opens one connection", async () => {
+  const id = newId();
+  const releases = [];
+  RecordingSocket.all = [];
+  const mcp = new ClientMCP({
+    url: bridge.connectUrl,
+    token: () => new Promise((resolve) => releases.push(resolve)),
+    WebSocket: RecordingSocket,
+  });
+  mcp.expose("echo", { handler: () => "ok" });
+  const first = mcp.connect().catch(() => null);
+  await waitFor(() => releases.length === 1, 5000, "the first token asked for");
+  await mcp.close();
+  await first;
+  const second = mcp.connect();
+  await waitFor(() => releases.length === 2, 5000, "the second token asked for");
+  for (const release of releases) release(bridge.token("client", id));
+  await second;
+  await sleep(100); // a stray first attempt would have connected and replaced this one by now
+  assert.equal(RecordingSocket.all.length, 1);
+  assert.equal(mcp.state, "online");
+  await mcp.close();
+});
