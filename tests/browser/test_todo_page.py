@@ -185,6 +185,23 @@ async def test_clear_done_asks_the_user_and_the_agent_waits_for_the_answer(demo,
         await expect(todo_titles(page)).to_have_text(["Open task"])
 
 
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+async def test_an_agent_that_gives_up_withdraws_its_question(demo, browser, mode):
+    """The bridge's cancel reaches the handler's signal: the page takes the question back (ClientMCP v1 §9.1)."""
+    page = await open_page(browser, demo)
+    await page.fill("#title", "Done already")
+    await page.click("#add button")
+    await page.check("#todos li input[type=checkbox]")
+    async with agent(demo, mode) as client:
+        call = asyncio.create_task(client.call_tool("clear_done", {}))
+        await expect(page.locator("#question")).to_be_visible()
+        call.cancel()  # legacy: notifications/cancelled; modern: the response is closed
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        await expect(page.locator("#question")).to_be_hidden()
+    await expect(todo_titles(page)).to_have_text(["Done already"])  # nothing removed
+
+
 async def test_a_reload_takes_the_tools_away_and_back(demo, browser):
     """An agent's notification stream (the legacy GET stream) hears list_changed as the tools go, then come back."""
     page = await open_page(browser, demo)
