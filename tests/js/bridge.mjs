@@ -6,6 +6,11 @@ import net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 
 const COMMAND = process.env.CLIENTMCP_COMMAND ?? "clientmcp";
+// Every bridge started, stopped when this process exits however the tests ended.
+const running = new Set();
+process.on("exit", () => {
+  for (const child of running) child.kill("SIGKILL");
+});
 export const SECRET = randomBytes(24).toString("hex");
 
 const base64url = (data) => Buffer.from(data).toString("base64url");
@@ -67,7 +72,9 @@ export class Bridge {
       stdio: ["ignore", "ignore", "pipe"],
     });
     this.process = child;
+    running.add(child);
     this.exited = new Promise((resolve) => child.on("exit", resolve));
+    child.on("exit", () => running.delete(child));
     return new Promise((resolve, reject) => {
       let log = "";
       const onData = (chunk) => {

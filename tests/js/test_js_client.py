@@ -7,8 +7,10 @@ test named "case: ..." is a row of the behaviour table of docs/apps.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -30,15 +32,23 @@ def node_tests(path: Path) -> list[str]:
 def test_the_node_tests_pass(path):
     if not NODE.exists():
         pytest.fail(f"{NODE} is missing: run `npm ci` in {ROOT} (`make test` does)")
-    done = subprocess.run(
+    # A session of its own: on a timeout, Node and every bridge it started are ended together.
+    node = subprocess.Popen(
         [str(NODE), "--test", "--test-reporter=tap", "--test-timeout=60000", path.name],
         cwd=HERE,
         env={**os.environ, "CLIENTMCP_COMMAND": str(CLIENTMCP)},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=180,
+        start_new_session=True,
     )
-    failed = [line for line in done.stdout.splitlines() if line.startswith("not ok")]
-    assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr[-2000:]
-    passed = re.findall(r"^ok \d+ - (.+)$", done.stdout, re.M)
+    try:
+        stdout, stderr = node.communicate(timeout=180)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(node.pid, signal.SIGKILL)
+        node.communicate()
+    failed = [line for line in stdout.splitlines() if line.startswith("not ok")]
+    assert node.returncode == 0 and not failed, stdout[-6000:] + stderr[-2000:]
+    passed = re.findall(r"^ok \d+ - (.+)$", stdout, re.M)
     assert sorted(passed) == sorted(node_tests(path))  # every declared test ran, none skipped
