@@ -100,9 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     health.add_argument("--timeout", default="3s", help="how long to wait for the answer (default 3s)")
     demo = commands.add_parser(
         "demo",
-        help="run a bridge on 127.0.0.1 with a demo todo app, and print how to connect",
-        description="A bridge with a secret of its own and a demo todo app connected; it prints the agent "
-        "URL, a token and the `claude mcp add` line. It takes the settings of `serve` (flags and "
+        help="run a bridge on 127.0.0.1 with the shared todo list, and print how to connect",
+        description="A bridge with a secret of its own and the shared todo list: a web page it serves "
+        "(or, with --python-app, the same app in Python); it prints the page's URL, the agent URL, a "
+        "token and the `claude mcp add` line. It takes the settings of `serve` (flags and "
         "CLIENTMCP_<FLAG>), but listens on 127.0.0.1 and logs warnings only unless told otherwise; "
         "CLIENTMCP_SECRET is not read, so that no token it prints is valid on another bridge.",
     )
@@ -113,6 +114,17 @@ def _parser() -> argparse.ArgumentParser:
             "port": "TCP port to listen on (default 8080; 0 picks a free one)",
             "log": "error, warn (default), info or debug",
         },
+    )
+    demo.add_argument(
+        "--page-port",
+        type=int,
+        metavar="PORT",
+        help="TCP port of the todo page (default: the bridge's port + 1; any free one with --port 0)",
+    )
+    demo.add_argument(
+        "--python-app",
+        action="store_true",
+        help="connect the todo app written in Python instead of serving the page (no browser needed)",
     )
     return parser
 

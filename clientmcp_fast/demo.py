@@ -1,7 +1,11 @@
-"""`clientmcp demo`: a bridge on 127.0.0.1 with a generated secret, and a todo app connected to it.
+"""`clientmcp demo`: a bridge on 127.0.0.1 with a generated secret, and the shared todo list.
 
-The app is built on `clientmcp_fast.client` and follows the risk and outcome conventions
-of docs/apps.md (Risk levels; Outcomes); it prints what an agent needs to use it.
+By default the todo app is a web page (clientmcp_fast/web: the JavaScript client and the
+page) that the demo serves on a port of its own, with the client tokens the page fetches:
+the demo plays the app's backend. `--python-app` connects the same todo app written on
+`clientmcp_fast.client` instead, for a machine without a browser. Both follow the risk and
+outcome conventions of docs/apps.md (Risk levels; Outcomes); the demo prints what an agent
+needs to use the app. The bridge itself never serves files: only the demo does.
 """
 
 from __future__ import annotations
@@ -9,21 +13,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import secrets
 import signal
 import sys
 import time
 from collections.abc import Mapping
+from importlib import resources
 from typing import Any
 
 from clientmcp_fast import log
 from clientmcp_fast.client import ClientMCP, completed, rejected
-from clientmcp_fast.config import Settings, address_text, load, reachable_host
+from clientmcp_fast.config import ConfigError, Settings, address_text, load, reachable_host
 from clientmcp_fast.core.tokens import mint
-from clientmcp_fast.net.server import Server, new_event_loop
+from clientmcp_fast.net.server import Server, _reason, new_event_loop
 
 APP_ID = "demo-todos"
 TOKEN_TTL = 7 * 86400.0
+# The page's client tokens are short-lived: a token is checked when the app connects only
+# (ClientMCP v1 §2), and the page fetches a new one for every connection.
+PAGE_TOKEN_TTL = 600.0
 
 
 class TodoList:
@@ -102,6 +111,95 @@ def todo_app(url: str, token: str, todos: TodoList | None = None) -> ClientMCP:
     return app
 
 
+# The files of the page, by the path they are served at (clientmcp_fast/web, package data).
+PAGE_FILES = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/index.html": ("index.html", "text/html; charset=utf-8"),
+    "/todo.js": ("todo.js", "text/javascript; charset=utf-8"),
+    "/todo.css": ("todo.css", "text/css; charset=utf-8"),
+    "/clientmcp.js": ("clientmcp.js", "text/javascript; charset=utf-8"),
+}
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+
+
+def web_file(name: str) -> bytes:
+    """A file of clientmcp_fast/web, where the JavaScript client and the demo page ship."""
+    return (resources.files("clientmcp_fast") / "web" / name).read_bytes()
+
+
+class PageServer:
+    """The demo's web server for the todo page: its files, where the bridge is, and client tokens.
+
+    GET /token mints a client token for the app, as a production app's backend does after
+    checking who asks (ClientMCP v1 §7); this one hands it to whoever can reach the port,
+    which is why the demo listens on loopback. One request per connection, GET and HEAD only.
+    """
+
+    def __init__(self, secret: bytes, connect_url: str) -> None:
+        self.secret = secret
+        self.connect_url = connect_url
+        self.tokens_minted = 0
+        self.port = 0
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self, host: str, port: int) -> None:
+        try:
+            self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
+        except OSError as error:
+            raise ConfigError(
+                f"--page-port: cannot listen on {address_text(host, port)}: {_reason(error)}"
+            ) from None
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    def answer(self, method: str, target: str) -> tuple[int, str, bytes, dict[str, str]]:
+        """(status, content type, body, extra headers) for one request."""
+        if method not in ("GET", "HEAD"):
+            return 405, "text/plain", b"GET only\n", {"Allow": "GET, HEAD"}
+        path = target.split("?", 1)[0]
+        if path in PAGE_FILES:
+            name, kind = PAGE_FILES[path]
+            return 200, kind, web_file(name), {}
+        if path == "/config.json":
+            body = json.dumps({"url": self.connect_url, "clientId": APP_ID}).encode()
+            return 200, "application/json", body, {}
+        if path == "/token":
+            self.tokens_minted += 1
+            token = mint(self.secret, "client", APP_ID, PAGE_TOKEN_TTL, time.time())
+            return 200, "text/plain; charset=utf-8", token.encode(), {"Cache-Control": "no-store"}
+        return 404, "text/plain", b"not found\n", {}
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            parts = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+            if len(parts) == 3:
+                status, kind, body, extra = self.answer(parts[0], parts[1])
+            else:
+                status, kind, body, extra = 400, "text/plain", b"bad request\n", {}
+            headers = {
+                "Content-Type": kind,
+                "Content-Length": str(len(body)),
+                "Cache-Control": "no-cache",
+                "X-Content-Type-Options": "nosniff",
+                "Connection": "close",
+                **extra,
+            }
+            lines = [f"HTTP/1.1 {status} {_REASONS[status]}", *(f"{k}: {v}" for k, v in headers.items())]
+            writer.write("\r\n".join(lines).encode("latin-1") + b"\r\n\r\n")
+            if parts[0] != "HEAD":
+                writer.write(body)
+            await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+            pass
+        finally:
+            writer.close()
+
+
 # What the demo does unlike `serve` when no setting says otherwise: it is a trial on this
 # machine, so it listens on loopback and logs only warnings beside what it prints.
 DEMO_DEFAULTS = {"CLIENTMCP_HOST": "127.0.0.1", "CLIENTMCP_LOG": "warn"}
@@ -120,20 +218,42 @@ def demo_settings(env: Mapping[str, str], flags: argparse.Namespace | None = Non
     return load({**DEMO_DEFAULTS, **kept, "CLIENTMCP_SECRET": secret}, flags)
 
 
-async def _demo(settings: Settings) -> None:
+async def _demo(settings: Settings, python_app: bool, page_port: int | None) -> None:
     loop = asyncio.get_running_loop()
     server = Server(settings, loop)
     await server.start()
     address = address_text(reachable_host(settings.host), server.port)
     secret = settings.signing_secret
     now = time.time()
-    app = todo_app(f"ws://{address}/connect", mint(secret, "client", APP_ID, TOKEN_TTL, now))
-    await app.connect()
+    connect_url = f"ws://{address}/connect"
     agent_token = mint(secret, "agent", APP_ID, TOKEN_TTL, now)
     url = f"http://{address}/mcp"
+    app: ClientMCP | None = None
+    page: PageServer | None = None
+    if python_app:
+        app = todo_app(connect_url, mint(secret, "client", APP_ID, TOKEN_TTL, now))
+        await app.connect()
+        headline = (
+            f"ClientMCP demo: bridge on http://{address}, app {APP_ID!r} connected with "
+            f"{len(app.tools)} tools ({', '.join(app.tools)}).\n"
+        )
+    else:
+        page = PageServer(secret, connect_url)
+        if page_port is None:  # beside the bridge's port; any free one beside a free one
+            page_port = server.port + 1 if settings.port else 0
+        try:
+            await page.start(settings.host, page_port)
+        except ConfigError:
+            await server.shutdown()
+            raise
+        page_url = f"http://{address_text(reachable_host(settings.host), page.port)}/"
+        headline = (
+            f"ClientMCP demo: bridge on http://{address}; the app {APP_ID!r} is the todo page, "
+            "online while it is open in a browser.\n"
+            f"  app page:    {page_url}\n"
+        )
     print(
-        f"ClientMCP demo: bridge on http://{address}, app {APP_ID!r} connected with "
-        f"{len(app.tools)} tools ({', '.join(app.tools)}).\n"
+        f"{headline}"
         f"  agent URL:   {url}\n"
         f"  agent token: {agent_token}\n"
         f"  Claude Code: claude mcp add --transport http {APP_ID} {url} "
@@ -146,18 +266,25 @@ async def _demo(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
     await stop
-    await app.close()
+    if app is not None:
+        await app.close()
+    if page is not None:
+        await page.close()
     await server.shutdown()
 
 
 def run_demo(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> int:
     """Run the demo until Ctrl-C; the exit status. Raises ConfigError for a setting it cannot use."""
     settings = demo_settings(env, flags)
+    python_app = bool(getattr(flags, "python_app", False))
+    page_port = getattr(flags, "page_port", None)
+    if page_port is not None and not 0 <= page_port <= 65535:
+        raise ConfigError(f"--page-port: {page_port} is not a TCP port (0-65535)")
     log.configure(settings.log, sys.stderr)
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        loop.run_until_complete(_demo(settings))
+        loop.run_until_complete(_demo(settings, python_app, page_port))
     finally:
         loop.close()
     return 0

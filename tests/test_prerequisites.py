@@ -21,6 +21,7 @@ CHECK = ROOT / "scripts" / "prerequisites"
 COMMANDS = {
     "gcc": "gcc is missing",
     "npm": "npm is missing",
+    "chromium": "chromium is missing",
     "curl": "curl is missing",
     "openssl": "openssl is missing",
     "nginx": "nginx is missing",

@@ -9,7 +9,7 @@ import ast
 import re
 from pathlib import Path
 
-from PyInstaller.utils.hooks import collect_submodules, get_package_paths
+from PyInstaller.utils.hooks import collect_data_files, collect_submodules, get_package_paths
 
 _, package_dir = get_package_paths("clientmcp_fast")
 _PYX_IMPORT = re.compile(r"^\s*(?:import\s+([\w.]+)|from\s+([\w.]+)\s+import)", re.MULTILINE)
@@ -38,3 +38,6 @@ for source in (Path(__file__).resolve().parents[2] / "clientmcp_fast" / "_speedu
     hiddenimports |= _imports_of_cython(source)
 hiddenimports.discard("__future__")
 hiddenimports = sorted(hiddenimports)
+
+# The JavaScript client and the todo page that `clientmcp demo` serves (package data).
+datas = collect_data_files("clientmcp_fast", subdir="web")

@@ -1,7 +1,13 @@
-"""`clientmcp demo`: a bridge on 127.0.0.1 with a generated secret and the todo app, usable as printed."""
+"""`clientmcp demo`: a bridge on 127.0.0.1 with a generated secret and the todo app, usable as printed.
+
+By default the app is the todo page the demo serves (tests/browser runs it in Chromium; here
+its files, its config and its tokens); `--python-app` connects the same app written in
+Python, which the tool tests below use.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.client
 import json
@@ -17,6 +23,8 @@ from pathlib import Path
 import jwt
 import psutil
 import pytest
+
+from clientmcp_fast.client import ClientMCP
 
 CLIENTMCP = Path(sys.executable).parent / "clientmcp"
 RISKS = {"add_todo": "operate", "list_todos": "observe", "complete_todo": "operate", "clear_done": "manage"}
@@ -36,6 +44,8 @@ class Demo:
         self.url = re.search(r"agent URL:\s+(\S+)", "\n".join(lines)).group(1)
         self.token = re.search(r"agent token:\s+(\S+)", "\n".join(lines)).group(1)
         self.port = int(re.search(r":(\d+)/mcp$", self.url).group(1))
+        page = re.search(r"app page:\s+(\S+)", "\n".join(lines))
+        self.page_url = page.group(1) if page else None
 
     def rpc(self, method: str, params: dict | None = None) -> dict:
         body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params or {}}
@@ -89,8 +99,26 @@ def running_demo(*args: str, **env: str) -> Iterator[Demo]:
 
 @pytest.fixture
 def demo() -> Iterator[Demo]:
+    """The demo with its todo app in Python, which answers calls without a browser."""
+    with running_demo("--port", "0", "--python-app") as running:
+        yield running
+
+
+@pytest.fixture
+def page_demo() -> Iterator[Demo]:
+    """The demo as `make demo` runs it: the todo app is the page it serves."""
     with running_demo("--port", "0") as running:
         yield running
+
+
+def get(url: str) -> http.client.HTTPResponse:
+    parts = re.fullmatch(r"http://([^:/]+):(\d+)(/.*)", url)
+    conn = http.client.HTTPConnection(parts.group(1), int(parts.group(2)), timeout=10)
+    conn.request("GET", parts.group(3))
+    response = conn.getresponse()
+    response.body = response.read()
+    conn.close()
+    return response
 
 
 def test_it_prints_the_agent_url_a_token_and_the_claude_line(demo):
@@ -159,7 +187,8 @@ def test_it_listens_on_CLIENTMCP_PORT():
     port = free_port()
     with running_demo(CLIENTMCP_PORT=str(port)) as demo:
         assert demo.url == f"http://127.0.0.1:{port}/mcp"
-        assert demo.rpc("tools/list")["tools"]
+        assert demo.page_url == f"http://127.0.0.1:{port + 1}/"  # beside the bridge's port
+        assert get(demo.page_url).status == 200
 
 
 def test_the_port_flag_wins_over_the_environment():
@@ -171,7 +200,7 @@ def test_the_port_flag_wins_over_the_environment():
 def test_it_listens_on_CLIENTMCP_HOST():
     """A host of the operator's, here the wildcard: the printed URLs then name loopback."""
     port = free_port()
-    with running_demo("--port", str(port), CLIENTMCP_HOST="0.0.0.0") as demo:
+    with running_demo("--port", str(port), "--python-app", CLIENTMCP_HOST="0.0.0.0") as demo:
         listening = [
             c.laddr
             for c in psutil.Process(demo.process.pid).net_connections()
@@ -213,7 +242,98 @@ def test_a_bad_setting_is_one_line_and_exit_2():
 def test_it_never_signs_with_the_operators_secret():
     """A CLIENTMCP_SECRET in the environment is not used: the tokens printed are valid on the demo alone."""
     operators = "an-operators-real-secret-0123456789abcdef"
-    with running_demo("--port", "0", CLIENTMCP_SECRET=operators) as demo:
+    with running_demo("--port", "0", "--python-app", CLIENTMCP_SECRET=operators) as demo:
         assert demo.rpc("tools/list")["tools"]
         with pytest.raises(jwt.InvalidSignatureError):
             jwt.decode(demo.token, operators, algorithms=["HS256"])
+
+
+# -- the todo page (the default app) -------------------------------------------------------------
+
+
+def test_it_prints_the_page_url_beside_the_agent_url(page_demo):
+    assert page_demo.lines[1].strip().startswith("app page:")
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", page_demo.page_url)
+    assert page_demo.lines[2].strip().startswith("agent URL:")
+    assert any("claude mcp add --transport http demo-todos" in line for line in page_demo.lines)
+    assert page_demo.rpc("tools/list")["tools"] == []  # no app until the page is open
+    page_port = int(re.search(r":(\d+)/$", page_demo.page_url).group(1))
+    listening = [
+        c for c in psutil.Process(page_demo.process.pid).net_connections() if c.status == psutil.CONN_LISTEN
+    ]
+    assert sorted(c.laddr for c in listening) == sorted(
+        [("127.0.0.1", page_demo.port), ("127.0.0.1", page_port)]
+    )
+
+
+def test_it_serves_the_page_the_client_and_where_the_bridge_is(page_demo):
+    page = get(page_demo.page_url)
+    assert page.status == 200 and page.getheader("Content-Type") == "text/html; charset=utf-8"
+    assert b'<script type="module" src="todo.js">' in page.body
+    for name, kind in [
+        ("todo.js", "text/javascript"),
+        ("todo.css", "text/css"),
+        ("clientmcp.js", "text/javascript"),
+    ]:
+        served = get(page_demo.page_url + name)
+        assert served.status == 200 and served.getheader("Content-Type").startswith(kind)
+        assert (
+            served.body
+            == (Path(__file__).resolve().parents[2] / "clientmcp_fast" / "web" / name).read_bytes()
+        )
+    config = json.loads(get(page_demo.page_url + "config.json").body)
+    assert config == {"url": f"ws://127.0.0.1:{page_demo.port}/connect", "clientId": "demo-todos"}
+    assert get(page_demo.page_url + "nothing-here").status == 404
+    assert get(page_demo.page_url + "../pyproject.toml").status == 404
+
+
+def test_the_page_gets_a_fresh_short_lived_client_token_each_time(page_demo):
+    first, second = (get(page_demo.page_url + "token") for _ in range(2))
+    assert first.status == 200 and first.getheader("Cache-Control") == "no-store"
+    claims = [jwt.decode(t.body, options={"verify_signature": False}) for t in (first, second)]
+    for claim in claims:
+        assert claim["sub"] == "demo-todos" and claim["role"] == "client"
+        assert claim["exp"] - claim["iat"] == 600  # checked when the page connects only (ClientMCP v1 §2)
+
+    # Signed with the demo's secret: the bridge takes it, and a connection with it registers.
+    async def connect() -> list[str]:
+        app = ClientMCP(f"ws://127.0.0.1:{page_demo.port}/connect", first.body.decode(), reconnect=False)
+        app.expose("probe", _probe)
+        async with app:
+            return [tool["name"] for tool in page_demo.rpc("tools/list")["tools"]]
+
+    assert asyncio.run(connect()) == ["probe"]
+
+
+async def _probe(arguments: dict) -> str:
+    return "ok"
+
+
+def test_a_busy_page_port_is_one_line_and_exit_2():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        expected = (
+            f"clientmcp: error: --page-port: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+        )
+        assert _one_line_failure("--port", "0", "--page-port", str(port)) == expected
+    assert (
+        _one_line_failure("--page-port", "70000")
+        == "clientmcp: error: --page-port: 70000 is not a TCP port (0-65535)\n"
+    )
+
+
+def test_every_file_of_the_page_is_package_data():
+    """`pip install .` carries clientmcp_fast/web (pyproject.toml's package-data), so the demo can serve it."""
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    web = sorted(
+        p.relative_to(root / "clientmcp_fast").as_posix() for p in (root / "clientmcp_fast" / "web").iterdir()
+    )
+    assert {"web/clientmcp.js", "web/index.html", "web/todo.js", "web/todo.css"} <= set(web)
+    for name in web:
+        assert any(fnmatch.fnmatch(name, pattern) for pattern in patterns["clientmcp_fast"]), name

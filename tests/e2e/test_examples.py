@@ -27,6 +27,7 @@ DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Each file of examples/ and the test below that runs it: a new example fails here until it runs.
 RUN_BY = {
     "todo_app.py": "test_the_todo_app_answers_an_agent",
+    "todo_app.mjs": "test_the_javascript_todo_app_answers_an_agent",
     "notes_app.py": "test_the_notes_app_answers_as_docs_apps_md_says",
     "agent_sdk.py": "test_the_agents_use_the_demo",
     "agent_curl.sh": "test_the_agents_use_the_demo",
@@ -34,6 +35,7 @@ RUN_BY = {
 FENCE = re.compile(r"^```(\S*)[ \t]*(\S*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 WAIT = 20.0
 DEMO_URL = "http://127.0.0.1:8080/mcp"  # where the README's commands find `make demo`
+NODE = ROOT / "node_modules" / "node" / "bin" / "node"  # Node 22, from package.json (`npm ci`)
 
 
 def code_blocks() -> list[tuple[str, str, str, str]]:
@@ -79,11 +81,14 @@ class ExampleApp:
 
 @contextmanager
 def running_app(name: str, **env: str) -> Iterator[ExampleApp]:
-    """examples/NAME running as an app until the block ends; then Ctrl-C must end it cleanly."""
+    """examples/NAME running as an app until the block ends; then Ctrl-C must end it cleanly.
+
+    A .py file runs on this Python, a .mjs file on Node 22 (`node examples/NAME`).
+    """
     assert name in RUN_BY
     app = ExampleApp(
         subprocess.Popen(
-            [sys.executable, f"examples/{name}"],
+            [str(NODE) if name.endswith(".mjs") else sys.executable, f"examples/{name}"],
             cwd=ROOT,
             env=environment(PYTHONUNBUFFERED="1", **env),
             stdout=subprocess.PIPE,
@@ -191,9 +196,31 @@ def test_the_todo_app_answers_an_agent(start_bridge):
     bridge.assert_nothing_leaks()
 
 
+def test_the_javascript_todo_app_answers_an_agent(start_bridge):
+    """examples/todo_app.mjs, the README's app in JavaScript, answers the same agent as the Python one."""
+    bridge = start_bridge()
+    with running_app(
+        "todo_app.mjs",
+        CLIENTMCP_CONNECT_URL=bridge.ws_url,
+        CLIENTMCP_CLIENT_TOKEN=bridge.token("client", "my-app"),
+    ) as app:
+        assert app.readline() == f"Connected to {bridge.ws_url} with the tool add_todo; Ctrl-C stops.\n"
+        wait_registered(bridge, "my-app", app)
+        agent = run_example(
+            "agent_sdk.py",
+            CLIENTMCP_AGENT_URL=bridge.mcp_url,
+            CLIENTMCP_AGENT_TOKEN=bridge.token("agent", "my-app"),
+        )
+        assert agent.stdout.splitlines() == [
+            "tools: add_todo",
+            "add_todo: Added Buy milk {'status': 'completed', 'count': 1}",
+        ]
+    bridge.assert_nothing_leaks()
+
+
 def test_the_agents_use_the_demo():
     """The README's "Agents": with `clientmcp demo` running, the SDK and curl examples list and call."""
-    with running_demo("--port", "0") as demo:
+    with running_demo("--port", "0", "--python-app") as demo:
         env = {"CLIENTMCP_AGENT_URL": demo.url, "CLIENTMCP_AGENT_TOKEN": demo.token}
         sdk = run_example("agent_sdk.py", **env).stdout.splitlines()
         assert sdk[0] == "tools: add_todo, list_todos, complete_todo, clear_done"
