@@ -10,6 +10,7 @@ cdef class Grant:
     cdef readonly str role
     cdef readonly double exp
     cdef readonly double nbf
+    cdef readonly object gen
 
 
 cdef class TokenVerifier:
@@ -17,6 +18,7 @@ cdef class TokenVerifier:
     cdef public dict _cache
     cdef public Py_ssize_t _cache_size
     cdef public double wall_offset
+    cdef public object generations
 
     @cython.locals(grant=Grant, skew=double)
     cpdef str verify(self, token, str role, double now, bint remember=*)
