@@ -139,7 +139,7 @@ class TestEveryRule:
             assert "alice" not in bridge.apps
 
     def test_without_generations_gen_is_ignored(self, gen, accepted_at_0, accepted_at_3, current):
-        """No store: every gen claim, even one that is not an integer, is ignored like today (BRIDGE.md §2)."""
+        """No store: every gen claim, even a non-integer, is ignored (docs/configuration.md, Revocation)."""
         bridge = bridge_with(None)
         assert agent_answer(bridge, gen_token("agent", "alice", gen)) == (200, "ok")
         assert app_answer(bridge, gen_token("client", "alice", gen)) is None
