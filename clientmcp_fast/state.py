@@ -13,6 +13,7 @@ The core keeps the table in memory (core/generations.py) and never reads the fil
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from typing import TYPE_CHECKING, Protocol
 
@@ -71,23 +72,8 @@ class SqliteStore:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        try:
-            # autocommit (isolation_level=None): each statement is its own transaction, and
-            # raise_generation opens its own, so that no read leaves a transaction open.
-            self._db = sqlite3.connect(
-                path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as error:
-            raise StoreError(f"state file {path}: {error}") from None
-        try:
-            if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(_SCHEMA)
-            self._version = self._data_version()
-            self._db.execute("SELECT role, client_id, gen FROM generations LIMIT 1").fetchall()
-        except sqlite3.Error as error:
-            self._db.close()
-            raise StoreError(f"state file {path}: {error}") from None
+        self._db, self._identity = _open(path)
+        self._version = self._data_version()
 
     def _data_version(self) -> int:
         return self._db.execute("PRAGMA data_version").fetchone()[0]
@@ -96,6 +82,19 @@ class SqliteStore:
         return self._db.execute("SELECT role, client_id, gen FROM generations").fetchall()
 
     def changed(self) -> bool:
+        # A file replaced under its name (restored from a backup, removed and made again by
+        # `clientmcp revoke`) is another file: the connection still reads the old one, so the
+        # name is looked up each time too (one stat), and the new file opened.
+        try:
+            identity = _identity_of(self.path)
+        except OSError as error:
+            raise StoreError(f"state file {self.path}: {error.strerror or error}") from None
+        if identity != self._identity:
+            db, self._identity = _open(self.path)
+            self._db.close()
+            self._db = db
+            self._version = self._data_version()
+            return True
         # data_version changes when another connection commits (https://sqlite.org/pragma.html#pragma_data_version).
         version = self._data_version()
         if version == self._version:
@@ -142,6 +141,32 @@ class SqliteStore:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _identity_of(path: str) -> tuple[int, int]:
+    status = os.stat(path)
+    return status.st_dev, status.st_ino
+
+
+def _open(path: str) -> tuple[sqlite3.Connection, tuple[int, int]]:
+    """A connection to the state file at `path`, made and given its table if need be, and the file's identity."""
+    try:
+        # autocommit (isolation_level=None): each statement is its own transaction, and
+        # raise_generation opens its own, so that no read leaves a transaction open.
+        db = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as error:
+        raise StoreError(f"state file {path}: {error}") from None
+    try:
+        if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            db.execute("PRAGMA journal_mode=WAL")
+        db.execute(_SCHEMA)
+        db.execute("SELECT role, client_id, gen FROM generations LIMIT 1").fetchall()
+        return db, _identity_of(path)
+    except (sqlite3.Error, OSError) as error:
+        db.close()
+        raise StoreError(f"state file {path}: {error}") from None
 
 
 def open_store(path: str) -> GenerationStore:

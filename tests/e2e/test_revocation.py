@@ -216,6 +216,27 @@ async def test_a_restarted_bridge_on_the_same_state_file_still_refuses_revoked_t
     await ws.close()
 
 
+async def test_a_state_file_removed_while_serving_keeps_the_last_generations_then_a_new_one_counts(
+    start_bridge, state
+):
+    """Removed: the generations last read stay in force; a file made again under the name is followed."""
+    bridge = start_bridge(state=str(state))
+    old_agent = bridge.token("agent", "erin")
+    assert await revoke(state, "agent", "erin") == 1
+    await becomes_401(bridge, old_agent, PROMPTLY)
+    second, _ = await token(state, "agent", "erin")
+    assert await status_of(bridge, second) == (200, "ok")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{state}{suffix}").unlink(missing_ok=True)
+    await asyncio.sleep(0.3)  # a few looks at a missing file
+    assert (await status_of(bridge, old_agent))[0] == 401
+    assert await status_of(bridge, second) == (200, "ok")
+    # `revoke` makes a new file (generations start again from it): the bridge opens and follows it.
+    assert await revoke(state, "agent", "erin") == 1
+    assert await revoke(state, "agent", "erin") == 2
+    assert await becomes_401(bridge, second, PROMPTLY) < PROMPTLY
+
+
 async def test_without_a_state_file_gen_is_ignored(start_bridge):
     """Off by default: no store, so a gen claim of any value is ignored like any unknown claim."""
     from clientmcp_fast.core.tokens import mint
