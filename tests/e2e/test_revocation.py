@@ -12,6 +12,7 @@ import asyncio
 import base64
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -19,13 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import jwt
 import pytest
 import websockets
-from agents import WAIT, stop_bridge
+from agents import WAIT, echo, stop_bridge
 from conftest import SECRET
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from clientmcp_fast.client import ClientMCP
 from clientmcp_fast.core.generations import REVOKED_REASON
 
 CLIENTMCP = os.environ.get("CLIENTMCP_COMMAND") or str(Path(sys.executable).with_name("clientmcp"))
@@ -235,6 +238,61 @@ async def test_a_state_file_removed_while_serving_keeps_the_last_generations_the
     assert await revoke(state, "agent", "erin") == 1
     assert await revoke(state, "agent", "erin") == 2
     assert await becomes_401(bridge, second, PROMPTLY) < PROMPTLY
+
+
+async def test_an_app_whose_backend_mints_reads_the_generation_and_reconnects_after_a_revoke(
+    start_bridge, state
+):
+    """`ClientMCP` with a token function: revoked, it is closed with 4401 and comes back with a new token.
+
+    The function is what docs/configuration.md, Revocation tells an app's backend to do: read
+    the current generation from the state file, then mint with any JWT library (PyJWT here).
+    """
+    bridge = start_bridge(state=str(state))
+    minted: list[int] = []
+
+    def backend_token() -> str:
+        db = sqlite3.connect(state)
+        row = db.execute(
+            "SELECT gen FROM generations WHERE role = ? AND client_id = ?", ("client", "frank")
+        ).fetchone()
+        db.close()
+        generation = row[0] if row else 0
+        minted.append(generation)
+        claims = {"sub": "frank", "role": "client", "exp": int(time.time()) + 600, "gen": generation}
+        return jwt.encode(claims, SECRET, algorithm="HS256")
+
+    app = ClientMCP(bridge.ws_url, backend_token, backoff=(0.05, 0.2))
+    app.expose("echo", echo)
+    agent_token = bridge.token("agent", "frank")
+    async with app:
+        await asyncio.wait_for(app.wait_registered(), WAIT)
+        assert await tool_names(bridge, agent_token) == ["echo"]
+        assert await revoke(state, "client", "frank") == 1
+        started = time.monotonic()
+        while minted[-1] != 1 or "frank" not in bridge.call(lambda server: server.bridge.apps):
+            assert time.monotonic() - started < WAIT, (minted, app.last_error)
+            await asyncio.sleep(0.02)
+        await asyncio.wait_for(app.wait_registered(), WAIT)
+        assert await tool_names(bridge, agent_token) == ["echo"]
+    assert minted[0] == 0 and minted[-1] == 1
+
+
+async def test_revoke_is_in_the_help():
+    result = await asyncio.to_thread(
+        subprocess.run, [CLIENTMCP, "--help"], env=environment(), capture_output=True, text=True, check=False
+    )
+    assert "revoke" in result.stdout and "--state" in result.stdout
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [CLIENTMCP, "revoke", "--help"],
+        env=environment(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0 and result.stdout.startswith("usage: clientmcp revoke")
+    assert "4401" in result.stdout and "--state" in result.stdout
 
 
 async def test_without_a_state_file_gen_is_ignored(start_bridge):
