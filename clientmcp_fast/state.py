@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 # How often a running bridge looks for changes: a revocation counts within this delay (plus
 # the time to read the table). One look is one `PRAGMA data_version`, a few microseconds.
 POLL_SECONDS = 0.1
+# Changes logged one line each; beyond, a count (a restored backup may change thousands).
+LOGGED_CHANGES = 20
 # How long a writer waits for another one (two `clientmcp revoke` at once) before failing.
 BUSY_TIMEOUT_SECONDS = 5.0
 
@@ -213,8 +215,8 @@ class GenerationFollower:
     def _poll(self) -> None:
         self._timer = self._loop.call_later(POLL_SECONDS, self._poll)
         try:
-            if not self.store.changed():
-                self._recovered()
+            # `changed()` is true once per change: after a failed read, read again until one works.
+            if not self.store.changed() and not self._failing:
                 return
             rows = self.store.rows()
         except (sqlite3.Error, StoreError) as error:
@@ -225,7 +227,9 @@ class GenerationFollower:
         self._recovered()
         changed = self.generations.replace(rows)
         if changed:
-            for role, client_id in changed:
+            if len(changed) > LOGGED_CHANGES:  # a file replaced: one line, not one per row
+                logger.info("%d generations changed in the state file", len(changed))
+            for role, client_id in changed[:LOGGED_CHANGES]:
                 logger.info(
                     "%s generation of %s is now %d",
                     role,
