@@ -203,7 +203,7 @@ class GenerationFollower:
         self._loop = loop
         self._failing = False
         self._timer: asyncio.TimerHandle | None = None
-        verifier.generations = self.generations
+        self.generations.attach(verifier)
 
     def start(self) -> None:
         kept = sum(len(table) for table in self.generations.tables.values())

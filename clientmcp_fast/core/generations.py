@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from clientmcp_fast.core.tokens import ROLE_AGENT, ROLE_CLIENT, ROLES
+from clientmcp_fast.core.tokens import ROLE_AGENT, ROLE_CLIENT, ROLES, TokenVerifier
 
 # The largest generation a store keeps: SQLite's INTEGER is 64 bits, signed.
 MAX_GENERATION = 2**63 - 1
@@ -29,8 +29,8 @@ class Generations:
     """The current generation of every client ID in each role; absent means 0 (ClientMCP v1 §2).
 
     `tables[role]` maps client IDs to their generation and holds no zeros, so that a bridge
-    that never revoked anything keeps two empty dicts. The token verifier reads it on every
-    check (core/tokens.py), a dict lookup.
+    that never revoked anything keeps two empty dicts. The token verifier reads `tables` on
+    every check (core/tokens.py, `attach`); `replace` changes it in place, never swaps it.
     """
 
     __slots__ = ("tables",)
@@ -38,6 +38,10 @@ class Generations:
     def __init__(self, rows: Iterable[tuple[str, str, int]] = ()) -> None:
         self.tables: dict[str, dict[str, int]] = {ROLE_CLIENT: {}, ROLE_AGENT: {}}
         self.replace(rows)
+
+    def attach(self, verifier: TokenVerifier) -> None:
+        """Make `verifier` accept only tokens of the current generations (None there: gen ignored)."""
+        verifier.generations = self.tables
 
     def current(self, role: str, client_id: str) -> int:
         return self.tables[role].get(client_id, 0)
@@ -58,7 +62,8 @@ class Generations:
         changed = [
             (role, client_id) for role in ROLES for client_id in _differing(self.tables[role], fresh[role])
         ]
-        self.tables = fresh
+        for role in ROLES:
+            self.tables[role] = fresh[role]  # in place: the verifier holds `tables`
         return changed
 
 

@@ -56,7 +56,8 @@ class RecordingExchange(Exchange):
 
 def bridge_with(generations: Generations | None) -> Bridge:
     bridge = make_bridge()
-    bridge.verifier.generations = generations
+    if generations is not None:
+        generations.attach(bridge.verifier)
     return bridge
 
 
@@ -165,11 +166,12 @@ def test_client_ids_have_their_own_generations():
 def test_a_cached_grant_is_refused_from_the_moment_its_generation_is_raised():
     """The verifier caches signatures, not decisions: the generation is compared on every check."""
     verifier = TokenVerifier([SECRET])
-    verifier.generations = Generations()
+    generations = Generations()
+    generations.attach(verifier)
     token = mint(SECRET, "agent", "alice", 3600, NOW, gen=0)
     assert verifier.verify(token, "agent", NOW) == "alice"
     assert token in verifier._cache
-    verifier.generations.replace([("agent", "alice", 1)])
+    generations.replace([("agent", "alice", 1)])
     with pytest.raises(TokenError, match="token revoked: gen 0, the current generation is 1"):
         verifier.verify(token, "agent", NOW)
     fresh = mint(SECRET, "agent", "alice", 3600, NOW, gen=1)
@@ -180,7 +182,7 @@ def test_turning_generations_on_applies_to_cached_grants():
     verifier = TokenVerifier([SECRET])
     token = gen_token("agent", "alice", "not a number")
     assert verifier.verify(token, "agent", NOW) == "alice"
-    verifier.generations = Generations()
+    Generations().attach(verifier)
     with pytest.raises(TokenError, match="token gen is not a non-negative integer"):
         verifier.verify(token, "agent", NOW)
 
@@ -202,6 +204,15 @@ def test_mint_writes_gen_only_when_asked():
 
 
 # -- the table, and what a change does to connected apps ------------------------------------------
+
+
+def test_replace_changes_the_table_the_verifier_holds_in_place():
+    generations = Generations()
+    verifier = TokenVerifier([SECRET])
+    generations.attach(verifier)
+    generations.replace([("agent", "a", 4)])
+    assert verifier.generations is generations.tables
+    assert verifier.generations == {"client": {}, "agent": {"a": 4}}
 
 
 def test_replace_reports_what_changed_and_keeps_no_zeros():
@@ -227,11 +238,12 @@ def test_replace_skips_rows_that_are_not_generations():
 
 
 def test_a_raised_client_generation_closes_the_connected_app_with_4401():
-    bridge = bridge_with(Generations())
+    generations = Generations()
+    bridge = bridge_with(generations)
     alice, alice_link = connect(bridge, "alice")
     bob, bob_link = connect(bridge, "bob")
     register(alice, tool("a"))
-    changed = bridge.verifier.generations.replace([("client", "alice", 1), ("agent", "bob", 1)])
+    changed = generations.replace([("client", "alice", 1), ("agent", "bob", 1)])
     assert close_revoked_apps(bridge.apps, changed) == ["alice"]
     assert alice_link.close() == (4401, REVOKED_REASON)
     assert bob_link.close() is None  # bob's agent generation changed, not his app's
@@ -242,9 +254,8 @@ def test_a_raised_client_generation_closes_the_connected_app_with_4401():
 
 
 def test_an_unchanged_table_closes_nothing():
-    bridge = bridge_with(Generations([("client", "alice", 1)]))
+    generations = Generations([("client", "alice", 1)])
+    bridge = bridge_with(generations)
     _, link = connect(bridge, None, offered=mint(SECRET, "client", "alice", 3600, NOW, gen=1))
-    assert (
-        close_revoked_apps(bridge.apps, bridge.verifier.generations.replace([("client", "alice", 1)])) == []
-    )
+    assert close_revoked_apps(bridge.apps, generations.replace([("client", "alice", 1)])) == []
     assert link.close() is None
