@@ -245,7 +245,7 @@ async def test_an_app_whose_backend_mints_reads_the_generation_and_reconnects_af
 ):
     """`ClientMCP` with a token function: revoked, it is closed with 4401 and comes back with a new token.
 
-    The function is what docs/configuration.md, Revocation tells an app's backend to do: read
+    The function does what an app's backend is told to (docs/configuration.md, Revocation): read
     the current generation from the state file, then mint with any JWT library (PyJWT here).
     """
     bridge = start_bridge(state=str(state))
