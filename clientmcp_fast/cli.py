@@ -1,4 +1,4 @@
-"""The `clientmcp` command: `serve` (the default), `token`, `health` and `demo` (docs/configuration.md)."""
+"""The `clientmcp` command: `serve` (the default), `token`, `revoke`, `health` and `demo` (docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_options(parser)
     commands = parser.add_subparsers(
-        dest="command", metavar="{serve,token,health,demo}", parser_class=_Parser
+        dest="command", metavar="{serve,token,revoke,health,demo}", parser_class=_Parser
     )
     serve = commands.add_parser("serve", help="run the bridge (the default)", description=_SECRETS_NOTE)
     add_options(serve)
@@ -88,6 +88,25 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("role", choices=("client", "agent"), help="client: the app connects; agent: calls it")
     token.add_argument("client_id", metavar="ID", help="the client ID (1-128 of A-Z a-z 0-9 _ - . : @)")
     token.add_argument("--ttl", default=DEFAULT_TTL, help="lifetime, e.g. 3600s, 15m, 24h, 30d (default 24h)")
+    token.add_argument(
+        "--state",
+        default=argparse.SUPPRESS,
+        metavar="PATH",
+        help="with a state file (or CLIENTMCP_STATE), the token carries the current generation, "
+        "named on stderr",
+    )
+    revoke = commands.add_parser(
+        "revoke",
+        help="revoke every token of an ID and role: raises its generation, prints the new one",
+        description="Raises the generation of ID in ROLE in the state file (--state or CLIENTMCP_STATE), "
+        "which a bridge using the same file follows within 0.1 s: its tokens minted before are refused "
+        "from then on, and an app connected with one is closed with 4401. No secret is needed.",
+    )
+    revoke.add_argument("role", choices=("client", "agent"), help="which tokens: the app's or the agents'")
+    revoke.add_argument("client_id", metavar="ID", help="the client ID (1-128 of A-Z a-z 0-9 _ - . : @)")
+    revoke.add_argument(
+        "--state", default=argparse.SUPPRESS, metavar="PATH", help="the state file (or CLIENTMCP_STATE)"
+    )
     health = commands.add_parser(
         "health",
         help="exit 0 if a bridge answers /healthz with ok, else 1 with the reason (for health checks)",
@@ -168,8 +187,58 @@ def _token(flags: argparse.Namespace) -> int:
         raise ConfigError(f"--ttl: {error}") from None
     if not CLIENT_ID_PATTERN.fullmatch(flags.client_id):
         raise ConfigError("ID must be 1-128 characters of A-Z a-z 0-9 _ - . : @")
-    print(mint(signing, flags.role, flags.client_id, ttl, time.time()))
+    generation = None
+    path = _state_path(flags)
+    if path is not None:
+        generation = _with_store(path, lambda store: store.current(flags.role, flags.client_id))
+        if generation is None:
+            return 1
+        print(
+            f"clientmcp: {flags.role} generation {generation} of {flags.client_id} (from {path})",
+            file=sys.stderr,
+        )
+    print(mint(signing, flags.role, flags.client_id, ttl, time.time(), gen=generation))
     return 0
+
+
+def _revoke(flags: argparse.Namespace) -> int:
+    path = _state_path(flags)
+    if path is None:
+        raise ConfigError("revoke needs the state file of the bridge: set CLIENTMCP_STATE or --state")
+    if not CLIENT_ID_PATTERN.fullmatch(flags.client_id):
+        raise ConfigError("ID must be 1-128 characters of A-Z a-z 0-9 _ - . : @")
+    generation = _with_store(path, lambda store: store.raise_generation(flags.role, flags.client_id))
+    if generation is None:
+        return 1
+    print(generation)
+    return 0
+
+
+def _state_path(flags: argparse.Namespace) -> str | None:
+    from clientmcp_fast.config import state_path
+
+    return state_path(os.environ, flags)
+
+
+def _with_store(path: str, work) -> int | None:  # work: GenerationStore -> int (state.py, imported late)
+    """`work(store)` on the state store at `path`; None after saying why it failed (exit 1).
+
+    A store that cannot be opened is a bad setting (ConfigError, exit 2); one that opens and
+    then fails (another writer holding it past the busy timeout) may work when run again.
+    """
+    from clientmcp_fast.state import StoreError, open_store
+
+    try:
+        store = open_store(path)
+    except StoreError as error:
+        raise ConfigError(str(error)) from None
+    try:
+        return work(store)
+    except StoreError as error:
+        print(f"clientmcp: {error}", file=sys.stderr)
+        return None
+    finally:
+        store.close()
 
 
 def _health(flags: argparse.Namespace) -> int:
@@ -197,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if flags.command == "token":
             return _token(flags)
+        if flags.command == "revoke":
+            return _revoke(flags)
         if flags.command == "health":
             return _health(flags)
         if flags.command == "demo":

@@ -85,6 +85,11 @@ def _log_level(text: str) -> str:
     return text
 
 
+def _state_path(text: str) -> str | None:
+    """A state file's path; an empty value means none (generations off)."""
+    return text.strip() or None
+
+
 def parse_origins(text: str) -> tuple[str, ...]:
     """An allow-list of exact origins, or ("*",); an empty string allows none."""
     return tuple(part.strip().rstrip("/") for part in text.split(",") if part.strip())
@@ -118,6 +123,12 @@ OPTIONS = (
         "settings",
     ),
     Option("log", _log_level, "error, warn, info (default) or debug", "settings"),
+    Option(
+        "state",
+        _state_path,
+        "SQLite file of token generations, for `clientmcp revoke` (default: none, gen is ignored)",
+        "settings",
+    ),
     Option("call-timeout", parse_duration, "seconds an app has to answer a call (default 120)", "limits"),
     Option("max-head-bytes", _positive_int, "largest HTTP request head (default 16384)", "limits"),
     Option(
@@ -181,6 +192,8 @@ class Settings:
     # None: loopback origins only (http(s)://localhost, 127.0.0.1, [::1], any port).
     allowed_origins: tuple[str, ...] | None = None
     log: str = "info"
+    # A state file keeping token generations (clientmcp_fast/state.py); None: gen is ignored.
+    state: str | None = None
     limits: Limits = field(default_factory=Limits)
 
 
@@ -247,6 +260,12 @@ def listen_address(env: Mapping[str, str]) -> tuple[str, int]:
     parsed = _parsed(env, None, tuple(option for option in OPTIONS if option.name in ("host", "port")))
     values = {option.attr: value for option, value in parsed.items()}
     return values.get("host", Settings.host), values.get("port", Settings.port)
+
+
+def state_path(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> str | None:
+    """The state file `--state` or CLIENTMCP_STATE names, or None (no secret needed)."""
+    parsed = _parsed(env, flags, tuple(option for option in OPTIONS if option.name == "state"))
+    return next(iter(parsed.values()), None)
 
 
 def address_text(host: str, port: int) -> str:

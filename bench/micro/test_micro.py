@@ -30,6 +30,7 @@ from clientmcp_fast._speedups import splice as compiled_splice  # noqa: E402
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.channel import AppChannel
+from clientmcp_fast.core.generations import Generations
 from clientmcp_fast.core.http import Exchange, Request, request_with_headers
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import TokenVerifier, mint
@@ -185,11 +186,17 @@ class RecordingExchange(Exchange):
 
 
 class Core:
-    """A bridge with one app `bench` that registered `echo`, and the agent endpoint in front of it."""
+    """A bridge with one app `bench` that registered `echo`, and the agent endpoint in front of it.
 
-    def __init__(self) -> None:
+    `generations`: the verifier keeps token generations (a state file's, 1,000 raised), as
+    with `--state`; the tokens are of generation 0.
+    """
+
+    def __init__(self, generations: bool = False) -> None:
         self.now = time.time()
         verifier = TokenVerifier([SECRET])
+        if generations:
+            Generations([("agent", f"other-{n}", 1) for n in range(1000)]).attach(verifier)
         self.bridge = Bridge(Limits(), verifier, lambda when: None)
         self.agents = AgentEndpoint(self.bridge, verifier, None)
         self.channel = AppChannel(self.bridge, DiscardLink(), self.now)
@@ -248,10 +255,11 @@ def test_read_agent_request(benchmark, http_reader):
     assert request.body == LEGACY_BODY and request.headers[b"mcp-session-id"] == b"0123456789abcdef"
 
 
+@pytest.mark.parametrize("generations", ["generations-off", "generations-on"])
 @pytest.mark.parametrize("era", ["legacy", "modern"])
-def test_agent_endpoint_tools_call(benchmark, era):
-    """AgentEndpoint.handle of a tools/call, up to the call sent to the app."""
-    core = Core()
+def test_agent_endpoint_tools_call(benchmark, era, generations):
+    """AgentEndpoint.handle of a tools/call, up to the call sent to the app; with and without generations."""
+    core = Core(generations=generations == "generations-on")
     modern = era == "modern"
     benchmark.extra_info["speedups"] = speedups.IMPLEMENTATION
     exchanges = []

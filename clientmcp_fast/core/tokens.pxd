@@ -10,6 +10,7 @@ cdef class Grant:
     cdef readonly str role
     cdef readonly double exp
     cdef readonly double nbf
+    cdef readonly object gen
 
 
 cdef class TokenVerifier:
@@ -17,7 +18,8 @@ cdef class TokenVerifier:
     cdef public dict _cache
     cdef public Py_ssize_t _cache_size
     cdef public double wall_offset
+    cdef public dict generations
 
-    @cython.locals(grant=Grant, skew=double)
+    @cython.locals(grant=Grant, skew=double, tables=dict, table=dict)
     cpdef str verify(self, token, str role, double now, bint remember=*)
     cpdef Grant _check_signature_and_claims(self, token)

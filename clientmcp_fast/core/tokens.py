@@ -25,6 +25,9 @@ MIN_SECRET_BYTES = 32
 CLOCK_SKEW_SECONDS = 60.0
 
 CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
+# A grant's gen when the claim is not a non-negative integer: no generation is ever negative,
+# so such a token is refused wherever generations are kept, and ignored where they are not.
+GEN_INVALID = -1
 
 
 # A compact JWS is three base64url segments, unpadded (RFC 7515 §2, §7.1), and nothing else:
@@ -47,13 +50,14 @@ class TokenError(Exception):
 class Grant:
     """What a token whose signature verified says: who, in which role, and when it is valid."""
 
-    __slots__ = ("client_id", "role", "exp", "nbf")
+    __slots__ = ("client_id", "role", "exp", "nbf", "gen")
 
-    def __init__(self, client_id: str, role: str, exp: float, nbf: float) -> None:
+    def __init__(self, client_id: str, role: str, exp: float, nbf: float, gen: int = 0) -> None:
         self.client_id = client_id
         self.role = role
         self.exp = exp  # math.inf without an exp claim
         self.nbf = nbf  # -math.inf without an nbf claim
+        self.gen = gen  # 0 without a gen claim, GEN_INVALID when it is not a non-negative integer
 
 
 def _segment(text: str) -> bytes:
@@ -92,10 +96,19 @@ def _time_claim(claims: dict, name: str, absent: float) -> float:
     return float(value)
 
 
+def _gen_claim(claims: dict) -> int:
+    """The generation a token names (ClientMCP v1 §2): absent is 0; GEN_INVALID unless a non-negative integer."""
+    value = claims.get("gen", 0)
+    # type() rather than isinstance(): true is an int in Python, and not a generation; 1.0 is a float.
+    if type(value) is not int or value < 0:
+        return GEN_INVALID
+    return value
+
+
 class TokenVerifier:
     """Verifies tokens against every configured secret, caching signatures already checked."""
 
-    __slots__ = ("_secrets", "_cache", "_cache_size", "wall_offset")
+    __slots__ = ("_secrets", "_cache", "_cache_size", "wall_offset", "generations")
 
     def __init__(self, secrets: Sequence[bytes], *, cache_size: int = 10_000) -> None:
         if not secrets:
@@ -106,6 +119,10 @@ class TokenVerifier:
         # exp and nbf are Unix times, while the server's `now` is its loop's monotonic clock:
         # the server sets the difference here, so that `now + wall_offset` is Unix time.
         self.wall_offset = 0.0
+        # With a state store, the current token generations by role, then client ID (the
+        # `tables` of core/generations.py's `Generations`, absent meaning 0): a token's gen must
+        # equal its client ID's in its role. None: gen is ignored.
+        self.generations: dict[str, dict[str, int]] | None = None
 
     def verify(self, token: str | bytes, role: str, now: float, *, remember: bool = True) -> str:
         """The client ID of a valid `role` token at time `now`; raises `TokenError` otherwise.
@@ -127,6 +144,15 @@ class TokenVerifier:
             raise TokenError("token expired")
         if now < grant.nbf - skew:
             raise TokenError("token not valid yet (nbf)")
+        tables = self.generations
+        if tables is not None:
+            # Checked on every call, cached grant or not, so that a revocation counts at once:
+            # the generation read from the token is kept in the grant, and the current one is
+            # two lookups in memory (typed dicts, compiled).
+            table = tables[role]
+            current = table.get(grant.client_id, 0)
+            if grant.gen != current:
+                raise TokenError(_gen_problem(grant.gen, current))
         return grant.client_id
 
     def _check_signature_and_claims(self, token: str | bytes) -> Grant:
@@ -153,16 +179,32 @@ class TokenVerifier:
         role = claims.get("role")
         if role not in ROLES:
             raise TokenError("token role is missing or not client/agent")
-        return Grant(sub, role, _time_claim(claims, "exp", math.inf), _time_claim(claims, "nbf", -math.inf))
+        return Grant(
+            sub,
+            role,
+            _time_claim(claims, "exp", math.inf),
+            _time_claim(claims, "nbf", -math.inf),
+            _gen_claim(claims),
+        )
 
 
-def mint(secret: bytes, role: str, client_id: str, ttl: float, now: float) -> str:
-    """A signed token for `client_id` in `role`, valid for `ttl` seconds from `now`."""
+def _gen_problem(gen: int, current: int) -> str:
+    if gen == GEN_INVALID:
+        return "token gen is not a non-negative integer"
+    if gen < current:
+        return f"token revoked: gen {gen}, the current generation is {current}"
+    return f"token gen {gen} is ahead of the current generation {current}"
+
+
+def mint(secret: bytes, role: str, client_id: str, ttl: float, now: float, gen: int | None = None) -> str:
+    """A signed token for `client_id` in `role`, valid for `ttl` seconds from `now`; with a gen claim unless None."""
     if role not in ROLES:
         raise ValueError(f"role must be client or agent, not {role!r}")
     if not CLIENT_ID_PATTERN.fullmatch(client_id):
         raise ValueError("a client ID is 1-128 characters of A-Z a-z 0-9 _ - . : @")
-    claims = {"sub": client_id, "role": role, "iat": int(now), "exp": int(now + ttl)}
+    claims: dict[str, object] = {"sub": client_id, "role": role, "iat": int(now), "exp": int(now + ttl)}
+    if gen is not None:
+        claims["gen"] = gen
     signed = _HS256_HEADER + b"." + _base64url(_encode_json(claims))
     return (signed + b"." + _base64url(hmac.new(secret, signed, hashlib.sha256).digest())).decode("ascii")
 

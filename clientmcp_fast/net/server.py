@@ -22,6 +22,7 @@ from clientmcp_fast.net.websocket import WebSocketProtocol, WriteQueue
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.limits import Limits
+    from clientmcp_fast.state import GenerationFollower
 
 SHUTDOWN_GRACE_SECONDS = 4.0
 # Out of open files, libuv accepts each new connection and closes it at once (its reserved
@@ -67,6 +68,27 @@ def _reason(error: OSError) -> str:
     return os.strerror(error.errno)
 
 
+def _follow_generations(server: Server) -> GenerationFollower:
+    """Token generations from the state store, followed from now on (docs/configuration.md, Revocation).
+
+    A store that cannot be used stops the bridge before it serves, as a bad setting does: a
+    bridge that ignored the store would accept every revoked token.
+    """
+    from clientmcp_fast.state import GenerationFollower, StoreError, open_store  # sqlite3 only when used
+
+    try:
+        follower = GenerationFollower(
+            open_store(server.settings.state),
+            server.verifier,
+            server.bridge,
+            server.loop,  # type: ignore[arg-type]
+        )
+    except StoreError as error:
+        raise ConfigError(str(error)) from None
+    follower.start()
+    return follower
+
+
 class Server:
     """Accepts connections, drives the bridge's timers and coalesced writes, and shuts down."""
 
@@ -95,15 +117,21 @@ class Server:
         self._files_out = False  # no descriptor left, as of the last look
         self._files_warned = False  # and that episode was logged
         self._files_warned_at: float | None = None
+        self.generations: GenerationFollower | None = None  # with a state store (--state)
 
     async def start(self) -> None:
         """Listen; `port` is the bound port afterwards (useful with port 0)."""
         host = self.settings.host
+        if self.settings.state is not None and self.generations is None:
+            self.generations = _follow_generations(self)
         try:
             self._listener = await self.loop.create_server(
                 lambda: HttpProtocol(self), host, self.settings.port, backlog=4096, reuse_address=True
             )
         except OSError as error:
+            if self.generations is not None:
+                self.generations.stop()
+                self.generations = None
             # A port taken, an address not on this machine, a name that does not resolve: the
             # operator changes a setting, so it is reported and exits as a bad setting does.
             where = address_text(host, self.settings.port)
@@ -254,6 +282,8 @@ class Server:
         for handle in (self._timer, self._http_sweep):
             if handle is not None:
                 handle.cancel()
+        if self.generations is not None:
+            self.generations.stop()
         if self._listener is not None:
             await self._listener.wait_closed()
         logger.info("stopped")

@@ -1,0 +1,91 @@
+"""Token generations (ClientMCP v1 §2, docs/configuration.md, Revocation): the current one of each client ID and role.
+
+A token is accepted only when its `gen` claim equals the current generation of its client ID
+in its role; raising a generation revokes every token minted before. This is the table in
+memory and what a change to it does to connected apps; no file and no clock: the store that
+keeps it (clientmcp_fast/state.py) reads its rows and hands them in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from clientmcp_fast.core.tokens import ROLE_AGENT, ROLE_CLIENT, ROLES, TokenVerifier
+
+# The largest generation a store keeps: SQLite's INTEGER is 64 bits, signed.
+MAX_GENERATION = 2**63 - 1
+
+REVOKED_REASON = "token revoked: its generation is no longer current"
+
+
+class ClosableApp(Protocol):
+    """A connected app as far as revocation is concerned (core/channel.py's `AppChannel`)."""
+
+    def close(self, code: int, reason: str) -> None: ...
+
+
+class Generations:
+    """The current generation of every client ID in each role; absent means 0 (ClientMCP v1 §2).
+
+    `tables[role]` maps client IDs to their generation and holds no zeros, so that a bridge
+    that never revoked anything keeps two empty dicts. The token verifier reads `tables` on
+    every check (core/tokens.py, `attach`); `replace` changes it in place, never swaps it.
+    """
+
+    __slots__ = ("tables",)
+
+    def __init__(self, rows: Iterable[tuple[str, str, int]] = ()) -> None:
+        self.tables: dict[str, dict[str, int]] = {ROLE_CLIENT: {}, ROLE_AGENT: {}}
+        self.replace(rows)
+
+    def attach(self, verifier: TokenVerifier) -> None:
+        """Make `verifier` accept only tokens of the current generations (None there: gen ignored)."""
+        verifier.generations = self.tables
+
+    def current(self, role: str, client_id: str) -> int:
+        return self.tables[role].get(client_id, 0)
+
+    def replace(self, rows: Iterable[tuple[str, str, int]]) -> list[tuple[str, str]]:
+        """Take every row `(role, client ID, generation)` as the whole table; the (role, ID) pairs that changed.
+
+        Rows of an unknown role, or whose generation is not a non-negative integer, are
+        skipped: the store validates what it writes, and this is the last guard.
+        """
+        fresh: dict[str, dict[str, int]] = {ROLE_CLIENT: {}, ROLE_AGENT: {}}
+        for role, client_id, generation in rows:
+            table = fresh.get(role)
+            if table is None or type(generation) is not int or not 0 <= generation <= MAX_GENERATION:
+                continue
+            if generation:
+                table[client_id] = generation
+        changed = [
+            (role, client_id) for role in ROLES for client_id in _differing(self.tables[role], fresh[role])
+        ]
+        for role in ROLES:
+            self.tables[role] = fresh[role]  # in place: the verifier holds `tables`
+        return changed
+
+
+def _differing(old: Mapping[str, int], new: Mapping[str, int]) -> list[str]:
+    return [
+        client_id for client_id in old.keys() | new.keys() if old.get(client_id, 0) != new.get(client_id, 0)
+    ]
+
+
+def close_revoked_apps(apps: Mapping[str, ClosableApp], changed: Iterable[tuple[str, str]]) -> list[str]:
+    """Close with 4401 each connected app whose client generation changed; the client IDs closed.
+
+    The app's token was checked when it connected, against the generation current then; every
+    change since went through `replace`, so an app connected before a change holds a token of
+    the old generation, which is no longer accepted (ClientMCP v1 §2; §3.3 for the code).
+    """
+    closed = []
+    for role, client_id in changed:
+        if role != ROLE_CLIENT:
+            continue
+        app = apps.get(client_id)
+        if app is not None:
+            app.close(4401, REVOKED_REASON)
+            closed.append(client_id)
+    return closed
