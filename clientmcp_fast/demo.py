@@ -26,7 +26,7 @@ from clientmcp_fast import log
 from clientmcp_fast.client import ClientMCP, completed, rejected
 from clientmcp_fast.config import ConfigError, Settings, address_text, load, reachable_host
 from clientmcp_fast.core.tokens import mint
-from clientmcp_fast.net.server import Server, _reason, new_event_loop
+from clientmcp_fast.net.server import Server, listen_failure, new_event_loop
 
 APP_ID = "demo-todos"
 TOKEN_TTL = 7 * 86400.0
@@ -147,7 +147,7 @@ class PageServer:
             self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
         except OSError as error:
             raise ConfigError(
-                f"--page-port: cannot listen on {address_text(host, port)}: {_reason(error)}"
+                f"--page-port: cannot listen on {address_text(host, port)}: {listen_failure(error)}"
             ) from None
         self.port = self._server.sockets[0].getsockname()[1]
 

@@ -61,7 +61,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def _reason(error: OSError) -> str:
+def listen_failure(error: OSError) -> str:
     """Why a listen failed, in the system's words (uvloop's own message repeats the address)."""
     if isinstance(error, socket.gaierror) or not error.errno:
         return error.strerror or str(error)
@@ -135,7 +135,7 @@ class Server:
             # A port taken, an address not on this machine, a name that does not resolve: the
             # operator changes a setting, so it is reported and exits as a bad setting does.
             where = address_text(host, self.settings.port)
-            raise ConfigError(f"cannot listen on {where}: {_reason(error)}") from None
+            raise ConfigError(f"cannot listen on {where}: {listen_failure(error)}") from None
         self.port = self._listener.sockets[0].getsockname()[1]
         self._probe_fd = self._listener.sockets[0].fileno()
         self._files_near = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - FILES_SPARE

@@ -177,9 +177,17 @@ def test_ctrl_c_stops_it_cleanly(demo):
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A free port P whose P + 1 is free too: the demo's page listens beside the bridge by default."""
+    for _ in range(100):
+        with socket.socket() as probe, socket.socket() as beside:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+            try:
+                beside.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no two free ports side by side on 127.0.0.1")
 
 
 def test_it_listens_on_CLIENTMCP_PORT():
@@ -193,7 +201,7 @@ def test_it_listens_on_CLIENTMCP_PORT():
 
 def test_the_port_flag_wins_over_the_environment():
     port = free_port()
-    with running_demo("--port", str(port), CLIENTMCP_PORT="1") as demo:
+    with running_demo("--port", str(port), "--page-port", "0", CLIENTMCP_PORT="1") as demo:
         assert demo.port == port
 
 

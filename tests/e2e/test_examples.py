@@ -14,12 +14,16 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from test_demo import running_demo
+import pytest
+from test_demo import CLIENTMCP, running_demo
+
+from clientmcp_fast.core.tokens import TokenError, TokenVerifier
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -31,6 +35,7 @@ RUN_BY = {
     "notes_app.py": "test_the_notes_app_answers_as_docs_apps_md_says",
     "agent_sdk.py": "test_the_agents_use_the_demo",
     "agent_curl.sh": "test_the_agents_use_the_demo",
+    "backend_token.py": "test_a_backend_mints_with_the_current_generation",
 }
 FENCE = re.compile(r"^```(\S*)[ \t]*(\S*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 WAIT = 20.0
@@ -301,3 +306,24 @@ def test_the_notes_app_answers_as_docs_apps_md_says(start_bridge):
     assert (
         f"INFO:clientmcp.client:connection to {bridge.ws_url} closed with 1000 (a normal close)\n" in app.log
     )
+
+
+def test_a_backend_mints_with_the_current_generation(tmp_path: Path):
+    """docs/configuration.md, Revocation: the generation the backend reads is the one the bridge keeps."""
+    secret = "examples-backend-secret-0123456789abcdef"
+    state = str(tmp_path / "state.db")
+    for _ in range(2):
+        subprocess.run(
+            [str(CLIENTMCP), "revoke", "client", "my-app"],
+            env=environment(CLIENTMCP_STATE=state),
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    token = run_example("backend_token.py", CLIENTMCP_SECRET=secret, CLIENTMCP_STATE=state).stdout.strip()
+    verifier = TokenVerifier([secret.encode()])
+    verifier.generations = {"client": {"my-app": 2}, "agent": {}}
+    assert verifier.verify(token, "client", time.time()) == "my-app"
+    verifier.generations = {"client": {"my-app": 3}, "agent": {}}
+    with pytest.raises(TokenError, match="^token revoked: gen 2, the current generation is 3$"):
+        verifier.verify(token, "client", time.time())
