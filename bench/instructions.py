@@ -1,6 +1,6 @@
 """Instructions per tools/call, counted by callgrind: a measure of the bridge's own work that noise cannot move.
 
-    python -m bench.instructions [--era legacy|modern|ping|minimal] [--calls 1000] [--cache]
+    python -m bench.instructions [--era legacy|modern|ping|minimal] [--calls 1000] [--cache] [--generations N]
 
 One tools/call goes through the real `HttpProtocol` (request in, answer out) and the
 app's `AppChannel` (call out, result in) over fake transports, so no syscall or event
@@ -15,7 +15,8 @@ minus the second is the bridge's. `--cache` also has callgrind simulate the cach
 branch predictors, and prints the misses and the cycles they add up to (`CYCLE_WEIGHTS`):
 what instructions alone do not tell, for code whose footprint is larger. `--drive N
 [--stub]` (used by that) just makes the calls. CLIENTMCP_NO_EXTENSIONS=1 counts the
-pure-Python twins.
+pure-Python twins. `--generations N` keeps token generations (as `--state` does) for N
+other client IDs in each role: the count with revocation on.
 """
 
 from __future__ import annotations
@@ -115,16 +116,21 @@ def call_id_of(frame: bytes) -> bytes:
     return frame[start : frame.index(b'"', start)]
 
 
-def round_trip(era: str, stub_calls: int = 0) -> Callable[[], bytes]:
+def round_trip(era: str, stub_calls: int = 0, generations: int = 0) -> Callable[[], bytes]:
     """A bridge with one app online, and a function making one tools/call (or ping) through it: the answer.
 
     With `stub_calls`, the bridge's entry points are replaced by list appends and its
     answers are canned, enough for that many calls: what is left is the harness alone.
+    With `generations`, token generations are kept (as with `--state`) for that many other
+    client IDs in each role, so every request's token is checked against them.
     """
     if era == "minimal":
         return minimal_round_trip(stub_calls)
     loop = StepLoop()
     server = Server(Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0), loop)
+    if generations:
+        raised = {f"other-{n}": 1 for n in range(generations)}
+        server.verifier.generations = {"client": dict(raised), "agent": dict(raised)}
     now = time.time()
     app_transport = FakeTransport()
     link = WebSocketProtocol(server, app_transport)  # type: ignore[arg-type]
@@ -230,9 +236,9 @@ def stub_answers(app_transport: FakeTransport, agent_transport: FakeTransport, c
     agent_transport.written[:] = [b"HTTP/1.1 200 OK\r\n\r\n"] * calls
 
 
-def drive(era: str, calls: int, stub: bool = False) -> float:
+def drive(era: str, calls: int, stub: bool = False, generations: int = 0) -> float:
     """Make `calls` tool calls (or pings) after a checked one and a warm-up; the CPU seconds they took."""
-    one = round_trip(era, calls + 201 if stub else 0)
+    one = round_trip(era, calls + 201 if stub else 0, generations)
     answer = one()
     if era == "ping":
         assert answer == PONG_FRAME, answer
@@ -253,7 +259,9 @@ CYCLE_WEIGHTS = {"Ir": 1, "I1mr": 10, "D1mr": 10, "D1mw": 10, "ILmr": 100, "DLmr
                  "Bcm": 10, "Bim": 10}  # fmt: skip
 
 
-def events_per_call(era: str, calls: int, stub: bool = False, cache: bool = False) -> dict[str, float]:
+def events_per_call(
+    era: str, calls: int, stub: bool = False, cache: bool = False, generations: int = 0
+) -> dict[str, float]:
     """Callgrind's events per call: totals for N and 2N calls (counted side by side), differenced.
 
     Instructions (`Ir`) only, or with `cache` also the simulated cache misses and branch
@@ -265,7 +273,7 @@ def events_per_call(era: str, calls: int, stub: bool = False, cache: bool = Fals
         for n in (calls, 2 * calls):
             argv = ["valgrind", "--tool=callgrind", *simulate, f"--callgrind-out-file={out}/{n}",
                     sys.executable, "-m", "bench.instructions", "--era", era, "--drive", str(n),
-                    *(["--stub"] if stub else [])]  # fmt: skip
+                    *(["--stub"] if stub else []), "--generations", str(generations)]  # fmt: skip
             # A fixed hash seed: dict and set layouts, so the counts, repeat run after run.
             env = {**os.environ, "PYTHONHASHSEED": "0"}
             runs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env))
@@ -284,9 +292,9 @@ def callgrind_totals(text: str) -> dict[str, int]:
     return dict(zip(events, map(int, totals), strict=True))
 
 
-def bridge_share(era: str, calls: int, cache: bool = False) -> dict[str, float]:
+def bridge_share(era: str, calls: int, cache: bool = False, generations: int = 0) -> dict[str, float]:
     """What the bridge (or the minimal bridge) adds per call: the round trip less the stubbed harness."""
-    total = events_per_call(era, calls, cache=cache)
+    total = events_per_call(era, calls, cache=cache, generations=generations)
     harness = events_per_call(era, calls, stub=True, cache=cache)
     share = {event: total[event] - harness[event] for event in total}
     if cache:
@@ -306,15 +314,19 @@ def main() -> None:
     parser.add_argument(
         "--cache", action="store_true", help="also simulate the caches and branch predictors (slower)"
     )
+    parser.add_argument(
+        "--generations", type=int, default=0, metavar="N",
+        help="keep token generations (as --state does) for N other client IDs in each role",
+    )  # fmt: skip
     flags = parser.parse_args()
     if flags.drive is not None:
-        drive(flags.era, flags.drive, flags.stub)
+        drive(flags.era, flags.drive, flags.stub, flags.generations)
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed: apt-get install valgrind")
     what = "ping and pong" if flags.era == "ping" else "tools/call round trip"
     who = "the minimal bridge" if flags.era == "minimal" else "the bridge"
-    share = bridge_share(flags.era, flags.calls, flags.cache)
+    share = bridge_share(flags.era, flags.calls, flags.cache, flags.generations)
     print(f"{flags.era}: {share['Ir']:,.0f} instructions per {what} in {who} "
           f"({share['counted']:,.0f} counted, less {share['harness']:,.0f} for the harness)")  # fmt: skip
     if flags.cache:

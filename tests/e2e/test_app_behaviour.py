@@ -201,8 +201,8 @@ def test_outcomes_say_how_the_call_ended():
     }
 
 
-async def test_a_cancel_reaches_the_handler(bridge):
-    started, cancelled = asyncio.Event(), asyncio.Event()
+def waiting_handler(started: asyncio.Event, cancelled: asyncio.Event):
+    """A handler that sets `started`, then waits until it is cancelled, and sets `cancelled`."""
 
     async def wait(arguments: dict) -> str:
         started.set()
@@ -212,6 +212,13 @@ async def test_a_cancel_reaches_the_handler(bridge):
             cancelled.set()
             raise
         return "too late"
+
+    return wait
+
+
+async def test_a_cancel_reaches_the_handler(bridge):
+    started, cancelled = asyncio.Event(), asyncio.Event()
+    wait = waiting_handler(started, cancelled)
 
     app = ClientMCP(bridge.ws_url, bridge.token("client", "py"), reconnect=False)
     app.expose("wait", wait)
@@ -252,15 +259,7 @@ def _free_port() -> int:
 async def test_the_handler_is_cancelled_when_the_connection_drops():
     port = _free_port()
     started, cancelled = asyncio.Event(), asyncio.Event()
-
-    async def wait(arguments: dict) -> str:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return "too late"
+    wait = waiting_handler(started, cancelled)
 
     with served(port) as bridge:
         app = ClientMCP(f"ws://127.0.0.1:{port}/connect", make_token("client", "py"), reconnect=False)

@@ -31,7 +31,7 @@ DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Each file of examples/ and the test below that runs it: a new example fails here until it runs.
 RUN_BY = {
     "todo_app.py": "test_the_todo_app_answers_an_agent",
-    "todo_app.mjs": "test_the_javascript_todo_app_answers_an_agent",
+    "todo_app.mjs": "test_the_todo_app_answers_an_agent",
     "notes_app.py": "test_the_notes_app_answers_as_docs_apps_md_says",
     "agent_sdk.py": "test_the_agents_use_the_demo",
     "agent_curl.sh": "test_the_agents_use_the_demo",
@@ -179,33 +179,12 @@ def test_each_document_links_the_examples_it_shows():
 # -- the examples run ----------------------------------------------------------------------------
 
 
-def test_the_todo_app_answers_an_agent(start_bridge):
-    """examples/todo_app.py as the README's "An app" says, then the SDK agent example calls it."""
+@pytest.mark.parametrize("example", ["todo_app.py", "todo_app.mjs"])
+def test_the_todo_app_answers_an_agent(start_bridge, example):
+    """examples/todo_app.py (or .mjs, in JavaScript) as the README's "An app" says, then the SDK agent calls it."""
     bridge = start_bridge()
     with running_app(
-        "todo_app.py",
-        CLIENTMCP_CONNECT_URL=bridge.ws_url,
-        CLIENTMCP_CLIENT_TOKEN=bridge.token("client", "my-app"),
-    ) as app:
-        assert app.readline() == f"Connected to {bridge.ws_url} with the tool add_todo; Ctrl-C stops.\n"
-        wait_registered(bridge, "my-app", app)
-        agent = run_example(
-            "agent_sdk.py",
-            CLIENTMCP_AGENT_URL=bridge.mcp_url,
-            CLIENTMCP_AGENT_TOKEN=bridge.token("agent", "my-app"),
-        )
-        assert agent.stdout.splitlines() == [
-            "tools: add_todo",
-            "add_todo: Added Buy milk {'status': 'completed', 'count': 1}",
-        ]
-    bridge.assert_nothing_leaks()
-
-
-def test_the_javascript_todo_app_answers_an_agent(start_bridge):
-    """examples/todo_app.mjs, the README's app in JavaScript, answers the same agent as the Python one."""
-    bridge = start_bridge()
-    with running_app(
-        "todo_app.mjs",
+        example,
         CLIENTMCP_CONNECT_URL=bridge.ws_url,
         CLIENTMCP_CLIENT_TOKEN=bridge.token("client", "my-app"),
     ) as app:
