@@ -61,7 +61,7 @@ binary:
 # Both passes include the conformance suite, the TypeScript SDK agents and Autobahn: they drive
 # the frame parser and routing whose two twins the passes select (about a minute a pass). Then
 # the frozen builds: the image's filesystem and dist/clientmcp, each run from its own root, and
-# the command-line tests again against dist/clientmcp.
+# the command-line tests (revoke's too) again against dist/clientmcp.
 test: test-compiled test-pure test-container
 
 # What the machine must have, checked in a second before any setup or download.
@@ -76,7 +76,7 @@ test-pure: prerequisites $(STAMP) $(PEERS)
 
 test-container: prerequisites $(STAMP) image binary
 	CLIENTMCP_IMAGE=$(IMAGE) $(BIN)/python -m pytest tests/container
-	CLIENTMCP_COMMAND=$(CURDIR)/dist/clientmcp $(BIN)/python -m pytest tests/e2e/test_cli.py tests/e2e/test_health.py
+	CLIENTMCP_COMMAND=$(CURDIR)/dist/clientmcp $(BIN)/python -m pytest tests/e2e/test_cli.py tests/e2e/test_health.py tests/e2e/test_revocation.py
 
 # The bench's own tests (bench/tests): its harness's round trips, counted with valgrind, and its
 # arithmetic. Kept out of `make test`, whose machine need not have valgrind; CI runs both.
