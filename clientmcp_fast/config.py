@@ -90,6 +90,20 @@ def _state_path(text: str) -> str | None:
     return text.strip() or None
 
 
+_NATS_SCHEMES = ("nats://", "tls://", "ws://", "wss://")
+
+
+def parse_nats(text: str) -> tuple[str, ...]:
+    """NATS server URLs, comma-separated (docs/scaling.md); an empty value means none (one process)."""
+    urls = tuple(part.strip() for part in text.split(",") if part.strip())
+    for url in urls:
+        if not url.startswith(_NATS_SCHEMES):
+            raise ValueError(
+                f"{url.split('@')[-1]!r} is not a NATS URL (nats://host:port, tls://, ws://, wss://)"
+            )
+    return urls
+
+
 def parse_origins(text: str) -> tuple[str, ...]:
     """An allow-list of exact origins, or ("*",); an empty string allows none."""
     return tuple(part.strip().rstrip("/") for part in text.split(",") if part.strip())
@@ -127,6 +141,13 @@ OPTIONS = (
         "state",
         _state_path,
         "SQLite file of token generations, for `clientmcp revoke` (default: none, gen is ignored)",
+        "settings",
+    ),
+    Option(
+        "nats",
+        parse_nats,
+        "NATS URLs, comma-separated: join the cluster of bridges sharing them (docs/scaling.md; "
+        "credentials in CLIENTMCP_NATS or CLIENTMCP_NATS_CREDS, not on the command line)",
         "settings",
     ),
     Option("call-timeout", parse_duration, "seconds an app has to answer a call (default 120)", "limits"),
@@ -194,6 +215,8 @@ class Settings:
     log: str = "info"
     # A state file keeping token generations (clientmcp_fast/state.py); None: gen is ignored.
     state: str | None = None
+    # NATS servers of a cluster of bridges (net/nats.py); empty: a single process.
+    nats: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
 
 

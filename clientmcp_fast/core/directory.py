@@ -2,7 +2,8 @@
 
 Sans-I/O like the rest of the core: a `Bus` port carries messages (tuples) to subjects and
 the I/O side feeds what arrives to `Directory.receive`, with `now`; `on_timer(now)` sends
-heartbeats and finds instances that stopped sending them. Tests run it on an in-memory bus.
+heartbeats and finds instances that stopped sending them. clientmcp_fast/net/nats.py runs
+it on NATS; tests run it on an in-memory bus (docs/scaling.md).
 
 An app held by another instance stands in the `Bridge`'s `apps` as a `RemoteApp`: it has what
 the bridge and the agent endpoint read of an app (`toolset`, `calls`, `ws`, `congested_since`),
@@ -33,7 +34,7 @@ from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
 
-# A heartbeat every second; an instance not heard from for
+# docs/scaling.md, Failure detection: a heartbeat every second; an instance not heard from for
 # three is taken as gone, so its apps' calls fail within DEAD_AFTER + BEAT_EVERY seconds.
 BEAT_EVERY = 1.0
 DEAD_AFTER = 3.0

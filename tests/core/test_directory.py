@@ -1,4 +1,4 @@
-"""The app directory without sockets (core/directory.py): the same behaviour, local or remote.
+"""The app directory without sockets (core/directory.py; docs/scaling.md): the same behaviour, local or remote.
 
 Bridges are joined by `MemoryBus`, which delivers what one sends to the others' matching
 subscriptions when the test pumps it (a turn of the network), each message through
