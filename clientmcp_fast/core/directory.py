@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 
 from clientmcp_fast.core import outcomes
+from clientmcp_fast.core.agent_legacy import cancel_call
 from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.jsonrpc import encode_json
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
@@ -47,6 +48,7 @@ RESULT = 4  # (RESULT, client_id, call_id, result, has_result_type)
 ERROR = 5  # (ERROR, client_id, call_id, text)
 BEAT = 6  # (BEAT, instance)
 SYNC = 7  # (SYNC, instance): send me the state of your apps
+CANCEL = 8  # (CANCEL, client_id, request_id, session | None): a legacy notifications/cancelled
 
 # The other side checked the register against its own limit already.
 _ANY_NUMBER = 1 << 30
@@ -234,6 +236,11 @@ class Directory:
             message = (STATE, client_id, epoch, self.instance, toolset.tools_json, toolset.instructions)
         self.bus.send(subject, message)
 
+    def cancel_legacy(self, client_id: str, request_id: bytes, session: bytes | None) -> None:
+        """A legacy notifications/cancelled that named no call waiting here: the instance holding it cancels it."""
+        if self.connected:
+            self.bus.send(self.beat_subject, (CANCEL, client_id, bytes(request_id), session))
+
     # -- the bus ------------------------------------------------------------------------------
 
     def bus_up(self, now: float) -> None:
@@ -281,6 +288,8 @@ class Directory:
             app = self.bridge.apps.get(client_id)
             if type(app) is RemoteApp and app.epoch == epoch and app.instance == instance:
                 self.bridge.detach(app)
+        elif kind == CANCEL:
+            cancel_call(self.bridge, message[1], message[2], message[3])
         elif kind == BEAT or kind == SYNC:
             instance = message[1]
             if instance == self.instance:
@@ -369,6 +378,10 @@ class Directory:
         """An instance stopped answering: its apps are offline here, their calls fail as disconnected."""
         self.peers.pop(instance, None)
         bridge = self.bridge
+        for key, call in list(self.forwarded.items()):
+            if key[0] == instance:  # its agents are gone with it: our apps get `cancel`
+                del self.forwarded[key]
+                bridge.abandon(call)
         for client_id, app in list(bridge.apps.items()):
             if type(app) is RemoteApp and app.instance == instance:
                 if self.claims.get(client_id) == (app.epoch, instance):

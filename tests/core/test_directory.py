@@ -245,3 +245,13 @@ def test_a_single_process_has_no_directory():
     assert bridge.directory is None
     channel, _ = connect(bridge, "app-1")
     assert bridge.apps["app-1"] is channel
+
+
+def test_calls_from_a_silent_instance_are_cancelled_at_the_app():
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "echo")
+    call(network, b)
+    (sent,) = texts(link)
+    a.directory.on_timer(NOW + DEAD_AFTER + 0.5)  # nothing from b meanwhile
+    assert texts(link) == [{"type": "cancel", "id": sent["id"]}]
+    assert not a.directory.forwarded and len(a.calls) == 0

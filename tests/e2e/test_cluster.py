@@ -262,17 +262,22 @@ async def test_agent_hanging_up_cancels_the_remote_call(cluster):
     await nothing_leaks(b)
 
 
-async def test_legacy_notifications_cancelled_reaches_the_remote_app(cluster):
+@pytest.mark.parametrize("cancel_on", ["agents instance", "apps instance"])
+async def test_legacy_notifications_cancelled_reaches_the_remote_app(cluster, cancel_on):
+    """The cancel may come to the instance of the call or (a load balancer) to any other one."""
     a, b = cluster()
     held = HeldTool()
     async with online_app(a, "x", {"held": held}) as app:
         await sees(b, "x", tools=1)
-        with await RawHttp.open(b) as raw, await RawHttp.open(b) as other:
+        with (
+            await RawHttp.open(b) as raw,
+            await RawHttp.open(b if cancel_on == "agents instance" else a) as other,
+        ):
             headers = {**legacy_headers(b, "x"), "Accept": "application/json"}
             raw.send("POST", "/mcp", headers, legacy_body("tools/call", 1, {"name": "held"}))
             await asyncio.wait_for(held.started.wait(), WAIT)
             cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
-            other.send("POST", "/mcp", legacy_headers(b, "x"), cancel)
+            other.send("POST", "/mcp", legacy_headers(a, "x"), cancel)
             assert (await other.head()).status == 202
             response = await raw.head()
             assert json.loads(await raw.body(response))["error"]["code"] == -32800
@@ -404,6 +409,10 @@ class ServeProcess:
     @property
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/connect"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
 
     def token(self, role: str, client_id: str) -> str:
         return make_token(role, client_id)
