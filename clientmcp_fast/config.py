@@ -150,6 +150,12 @@ OPTIONS = (
         "credentials in CLIENTMCP_NATS or CLIENTMCP_NATS_CREDS, not on the command line)",
         "settings",
     ),
+    Option(
+        "workers",
+        _positive_int,
+        "processes sharing the port (SO_REUSEPORT), joined through --nats (default 1)",
+        "settings",
+    ),
     Option("call-timeout", parse_duration, "seconds an app has to answer a call (default 120)", "limits"),
     Option("max-head-bytes", _positive_int, "largest HTTP request head (default 16384)", "limits"),
     Option(
@@ -217,6 +223,9 @@ class Settings:
     state: str | None = None
     # NATS servers of a cluster of bridges (net/nats.py); empty: a single process.
     nats: tuple[str, ...] = ()
+    # Processes sharing the port (SO_REUSEPORT); above 1 needs `nats` (docs/scaling.md, Workers).
+    workers: int = 1
+    reuse_port: bool = False  # set in each worker process, never by an option
     limits: Limits = field(default_factory=Limits)
 
 
@@ -315,4 +324,8 @@ def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Set
     settings_limits = dataclasses.replace(Limits(), **limits)
     if settings_limits.app_hard_bytes < settings_limits.app_soft_bytes:
         raise ConfigError("app-hard-bytes must not be below app-soft-bytes")
+    if values.get("workers", 1) > 1 and not values.get("nats"):
+        raise ConfigError(
+            "--workers above 1 needs --nats: each worker holds its own apps, and only NATS lets one reach another's"
+        )
     return Settings(secrets=secrets, signing_secret=signing, limits=settings_limits, **values)

@@ -128,7 +128,12 @@ class Server:
             self.generations = _follow_generations(self)
         try:
             self._listener = await self.loop.create_server(
-                lambda: HttpProtocol(self), host, self.settings.port, backlog=4096, reuse_address=True
+                lambda: HttpProtocol(self),
+                host,
+                self.settings.port,
+                backlog=4096,
+                reuse_address=True,
+                reuse_port=self.settings.reuse_port or None,
             )
         except OSError as error:
             if self.generations is not None:

@@ -471,3 +471,62 @@ def test_nats_setting_takes_urls_and_refuses_others():
     with pytest.raises(ConfigError) as refused:
         load({**env, "CLIENTMCP_NATS": "http://user:secret@127.0.0.1:4222"})
     assert "secret" not in str(refused.value) and "CLIENTMCP_NATS" in str(refused.value)
+
+
+# -- docs/scaling.md, Workers -----------------------------------------------------------------------
+
+
+def _serve_env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "CLIENTMCP_SECRET": SECRET.decode(), "CLIENTMCP_HOST": "127.0.0.1", **extra}
+
+
+def test_workers_above_one_without_nats_is_refused_in_one_line():
+    done = subprocess.run(
+        [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "2"],
+        env=_serve_env(CLIENTMCP_PORT=str(_free_port())),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("clientmcp: error: --workers above 1 needs --nats")
+
+
+async def test_workers_share_one_port_and_reach_each_others_apps(nats_server):
+    """Two workers on one port: whichever worker an agent's connection lands on, the app answers."""
+    port = _free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "2", "--nats", nats_server.url],
+        env=_serve_env(CLIENTMCP_PORT=str(port)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its workers too are ended by the finally below
+    )
+    try:
+        target = ServeProcess.__new__(ServeProcess)
+        target.port = port
+        give_up = time.monotonic() + WAIT
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            assert time.monotonic() < give_up and serve.poll() is None
+            await asyncio.sleep(0.05)
+        async with online_app(target, "x", {"echo": echo}):
+            answered = 0
+            give_up = time.monotonic() + WAIT
+            while answered < 12:  # each agent is a new connection: the kernel picks the worker
+                async with sdk_agent(target, "x", "legacy") as client:
+                    result = await client.call_tool("echo", {"n": answered})
+                if not result.is_error:
+                    assert json.loads(text_of(result)) == {"n": answered}
+                    answered += 1
+                else:  # the other worker has not heard of the app yet
+                    assert text_of(result) == OFFLINE and time.monotonic() < give_up
+                    await asyncio.sleep(0.1)
+        serve.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(serve.wait, 15) == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait(5)
