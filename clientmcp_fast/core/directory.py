@@ -31,6 +31,7 @@ from clientmcp_fast.core.agent_legacy import cancel_call
 from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.jsonrpc import encode_json
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
+from clientmcp_fast.log import logger
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
@@ -235,6 +236,17 @@ class Directory:
         else:
             message = (STATE, client_id, epoch, self.instance, toolset.tools_json, toolset.instructions)
         self.bus.send(subject, message)
+
+    def undeliverable(self, subject: str, message: tuple, limit: int) -> None:
+        """The bus cannot carry `message` (over `limit` bytes): its call fails with a tool error rather than waiting."""
+        kind = message[0]
+        text = outcomes.too_large_between_instances(limit)
+        if kind == APP:  # a call for a remote app: it fails here
+            self.receive((ERROR, message[2], _decode_forwarded(message[4]).id, text), self.now)
+        elif kind == RESULT:  # an app's answer: the agent's instance gets the error instead
+            self.bus.send(subject, (ERROR, message[1], message[2], text))
+        else:
+            logger.warning("cluster: a message about %r is over %d bytes: not sent", message[1], limit)
 
     def cancel_legacy(self, client_id: str, request_id: bytes, session: bytes | None) -> None:
         """A legacy notifications/cancelled that named no call waiting here: the instance holding it cancels it."""

@@ -28,6 +28,22 @@ CONNECT_TIMEOUT_SECONDS = 2
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(list[list[Any]]).decode
+_ENVELOPE = 5  # an array header is at most 5 bytes
+# Every message the protocol allows (4 MiB, docs/protocol.md, Register validation) passes a
+# NATS server whose max_payload is at least this; a lower one is warned of at start.
+WANTED_PAYLOAD = 8 * 1024 * 1024
+
+
+def _array(items: list[bytes]) -> bytes:
+    """MessagePack arrays of already-encoded elements, without decoding them again."""
+    count = len(items)
+    if count < 16:
+        head = bytes((0x90 | count,))
+    elif count < 0x10000:
+        head = b"\xdc" + count.to_bytes(2, "big")
+    else:
+        head = b"\xdd" + count.to_bytes(4, "big")
+    return head + b"".join(items)
 
 
 class NatsCluster:
@@ -65,13 +81,34 @@ class NatsCluster:
                 nc = self.nc
                 if nc is None or not nc.is_connected:
                     continue  # dropped: peers learn from the heartbeats that we are gone
+                limit = nc.max_payload - _ENVELOPE
                 for subject, messages in batches.items():
-                    try:
-                        await nc.publish(subject, _encode(messages))
-                    except Exception as error:  # noqa: BLE001 - a lost connection, a full buffer
-                        logger.warning("nats: publish to %s failed: %s", subject, error)
+                    for payload in self._payloads(subject, messages, limit):
+                        try:
+                            await nc.publish(subject, payload)
+                        except Exception as error:  # noqa: BLE001 - a lost connection, a full buffer
+                            logger.warning("nats: publish to %s failed: %s", subject, error)
         finally:
             self._publisher = None
+
+    def _payloads(self, subject: str, messages: list[tuple], limit: int) -> list[bytes]:
+        """The messages in as few payloads as the server's max_payload allows; one too large alone is answered here."""
+        payloads: list[bytes] = []
+        items: list[bytes] = []
+        size = 0
+        for message in messages:
+            encoded = _encode(message)
+            if len(encoded) > limit:
+                self.directory.undeliverable(subject, message, limit)
+                continue
+            if size + len(encoded) > limit:
+                payloads.append(_array(items))
+                items, size = [], 0
+            items.append(encoded)
+            size += len(encoded)
+        if items:
+            payloads.append(_array(items))
+        return payloads
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -119,6 +156,12 @@ class NatsCluster:
             await nc.subscribe(subject, cb=self._on_message)
         await nc.flush()
         logger.info("nats: joined the cluster as instance %s", self.instance)
+        if nc.max_payload < WANTED_PAYLOAD:
+            logger.warning(
+                "nats: the server's max_payload is %d bytes: calls and results above it between "
+                "instances get a tool error; set max_payload to 8MB (docs/scaling.md, Settings)",
+                nc.max_payload,
+            )
         self.directory.bus_up(self.loop.time())
 
     async def _disconnected(self) -> None:

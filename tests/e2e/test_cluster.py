@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import pytest
 from agents import (
     DISCONNECTED,
@@ -530,3 +531,51 @@ async def test_workers_share_one_port_and_reach_each_others_apps(nats_server):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(serve.pid, signal.SIGKILL)
         serve.wait(5)
+
+
+# -- docs/scaling.md, Settings: what NATS cannot carry ------------------------------------------------
+
+
+async def test_call_or_answer_over_the_nats_payload_fails_at_once_with_a_tool_error(cluster):
+    """nats-server's default max_payload is 1 MB: a 1.5 MB call, or answer, is a tool error, not a timeout."""
+    a, b = cluster()
+    big = "x" * 1_500_000
+
+    async def large(arguments: dict[str, Any]) -> str:
+        return big
+
+    async with online_app(a, "x", {"echo": echo, "large": large}), sdk_agent(b, "x", "legacy") as client:
+        await sees(b, "x", tools=2)
+        for name, arguments in (("echo", {"big": big}), ("large", {})):
+            started = time.monotonic()
+            result = await asyncio.wait_for(client.call_tool(name, arguments), WAIT)
+            assert result.is_error, name
+            assert text_of(result).startswith(
+                "The call or its answer is too large to pass between bridge instances"
+            )
+            assert time.monotonic() - started < 3
+        assert json.loads(text_of(await client.call_tool("echo", {"small": 1}))) == {"small": 1}
+    await nothing_leaks(a)
+    await nothing_leaks(b)
+
+
+def test_a_turns_messages_are_split_to_fit_the_payload_limit():
+    from clientmcp_fast.net.nats import NatsCluster
+
+    class Directory:
+        def __init__(self) -> None:
+            self.refused: list[tuple] = []
+
+        def undeliverable(self, subject: str, message: tuple, limit: int) -> None:
+            self.refused.append(message)
+
+    bus = NatsCluster.__new__(NatsCluster)
+    bus.directory = Directory()
+    messages = [(4, "x", str(n), b"r" * 300, False) for n in range(10)] + [
+        (4, "x", "big", b"r" * 5000, False)
+    ]
+    payloads = bus._payloads("s", messages, 1000)
+    decoded = [msgspec.msgpack.decode(p) for p in payloads]
+    assert all(len(p) <= 1005 for p in payloads) and len(payloads) == 4
+    assert [m[2] for batch in decoded for m in batch] == [str(n) for n in range(10)]
+    assert [m[2] for m in bus.directory.refused] == ["big"]
