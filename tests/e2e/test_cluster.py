@@ -32,6 +32,7 @@ from agents import (
     SleepyTool,
     app_for,
     echo,
+    http_client,
     legacy_body,
     legacy_headers,
     modern_body,
@@ -356,6 +357,70 @@ async def test_replacement_race_leaves_exactly_one_connection(cluster):
     for bridge in bridges:
         await sees(bridge, "race", tools=1)
         assert bridge.call(lambda s: list(s.bridge.apps["race"].toolset.tools)) == [tool]
+    for app in apps:
+        await app.close()
+    for bridge in bridges:
+        await nothing_leaks(bridge)
+
+
+async def test_calls_during_a_replacement_race_are_each_delivered_at_most_once(cluster):
+    """Agents on three instances call while connections race: every call gets one answer, no app runs one twice."""
+    bridges = cluster(3)
+    runs: list[tuple[int, int]] = []
+
+    def worker(index: int):
+        async def work(arguments: dict[str, Any]) -> str:
+            runs.append((index, arguments["n"]))
+            await asyncio.sleep(0.01)
+            return f"{index}:{arguments['n']}"
+
+        return work
+
+    first = app_for(bridges[0], "race")
+    first.expose("work", worker(0))
+    await first.connect()
+    for bridge in bridges:
+        await sees(bridge, "race", tools=1)
+    apps = [first]
+    answers: dict[int, str] = {}
+    allowed_errors = {DISCONNECTED, OFFLINE, "The application has not declared its tools yet."}
+
+    async def agent(bridge: Any, start: int) -> None:
+        async with http_client(bridge) as http:
+            for n in range(start, start + 40):
+                body = legacy_body("tools/call", n, {"name": "work", "arguments": {"n": n}})
+                response = await http.post("/mcp", json=body, headers=legacy_headers(bridge, "race"))
+                result = response.json()["result"]
+                answers[n] = result["content"][0]["text"] if not result.get("isError") else "error"
+                if result.get("isError"):
+                    assert result["content"][0]["text"] in allowed_errors, result
+
+    async def race() -> None:
+        for round_ in range(3):
+            await asyncio.sleep(0.05)
+            newcomers = []
+            for index, bridge in enumerate(bridges):
+                app = app_for(bridge, "race")
+                app.expose("work", worker(1 + round_ * 3 + index))
+                newcomers.append(app)
+            apps.extend(newcomers)
+            await asyncio.gather(*(app.connect() for app in newcomers), return_exceptions=True)
+
+    await asyncio.wait_for(
+        asyncio.gather(race(), *(agent(bridge, 1000 * (i + 1)) for i, bridge in enumerate(bridges))), 60
+    )
+    assert len(answers) == 120  # every call answered once
+    assert sum(1 for text in answers.values() if text != "error") >= 60
+    delivered = [n for _, n in runs]
+    assert len(delivered) == len(set(delivered))  # no call reached an app twice
+    for n, text in answers.items():
+        if text != "error":
+            index, number = text.split(":")
+            assert (int(index), int(number)) in runs and int(number) == n
+    give_up = time.monotonic() + WAIT
+    while sum(1 for app in apps if app.close_code is None) > 1 and time.monotonic() < give_up:
+        await asyncio.sleep(0.02)
+    assert sum(1 for app in apps if app.close_code is None) == 1
     for app in apps:
         await app.close()
     for bridge in bridges:
