@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import msgspec
+import psutil
 import pytest
 from agents import (
     DISCONNECTED,
@@ -511,6 +512,22 @@ async def test_sigkill_of_the_apps_instance_fails_calls_within_five_seconds(clus
     await nothing_leaks(b)
 
 
+async def test_an_instance_started_before_nats_serves_alone_then_joins(start_bridge):
+    """No NATS at start: the bridge serves its own apps and agents, and joins once NATS answers."""
+    late = NatsServer()
+    try:
+        a = start_bridge(nats=(late.url,))
+        b = start_bridge(nats=(late.url,))
+        async with online_app(a, "x", {"echo": echo}), sdk_agent(a, "x", "legacy") as client:
+            assert json.loads(text_of(await client.call_tool("echo", {"k": 1}))) == {"k": 1}
+            await asyncio.to_thread(late.start)
+            await sees(b, "x", tools=1)
+            async with sdk_agent(b, "x", "legacy") as remote:
+                assert json.loads(text_of(await remote.call_tool("echo", {"k": 2}))) == {"k": 2}
+    finally:
+        late.stop()
+
+
 async def test_graceful_stop_of_the_apps_instance_takes_its_app_offline_at_once(cluster):
     """SIGTERM's shutdown: the app gets 1001 and the other instances hear it is gone before the heartbeat would."""
     a, b = cluster()
@@ -590,8 +607,11 @@ async def test_workers_share_one_port_and_reach_each_others_apps(nats_server):
                 else:  # the other worker has not heard of the app yet
                     assert text_of(result) == OFFLINE and time.monotonic() < give_up
                     await asyncio.sleep(0.1)
+        workers = psutil.Process(serve.pid).children()
+        assert len(workers) == 2
         serve.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(serve.wait, 15) == 0
+        assert not any(worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE for worker in workers)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(serve.pid, signal.SIGKILL)
