@@ -259,9 +259,19 @@ class Directory:
         """Connected (again) to the bus: say who we are and what we hold."""
         self.connected = True
         self.bus.send(self.beat_subject, (SYNC, self.instance))
-        for client_id, (app, epoch) in list(self.local.items()):
-            self._send_state(self.app_subject(client_id), client_id, app, epoch)
+        self._announce_all(self.beat_subject)
         self._beat_at = now + BEAT_EVERY
+
+    def _announce_all(self, subject: str) -> None:
+        """SYNC, then the state of every app held here, on one subject so that they arrive in this order.
+
+        Whoever receives the SYNC forgets what it knew of this instance's apps, and the states
+        that follow (in the same turn) say what is true now: an app that left while the bus was
+        down is gone everywhere, and calls this instance dropped meanwhile fail at once.
+        """
+        self.bus.send(subject, (SYNC, self.instance))
+        for client_id, (app, epoch) in list(self.local.items()):
+            self._send_state(subject, client_id, app, epoch)
 
     def bus_down(self) -> None:
         """The bus is gone: apps held elsewhere are unreachable (their calls fail), calls for ours are dropped."""
@@ -308,14 +318,17 @@ class Directory:
                 return
             known = instance in self.peers
             self.peers[instance] = now
-            if kind == SYNC or not known:
-                # A new instance (or one back from a partition): it learns what we hold, and
-                # asks for what it holds, so each side has the other's whole state.
+            if kind == SYNC:
+                # It starts over (it joined, or its bus came back): what we knew of its apps is
+                # replaced by the states that follow; it learns ours.
+                self._forget_apps_of(instance)
                 subject = self.instance_subject(instance)
                 for client_id, (app, epoch) in list(self.local.items()):
                     self._send_state(subject, client_id, app, epoch)
-                if kind == BEAT:
-                    self.bus.send(subject, (SYNC, self.instance))
+            elif not known:
+                # An instance we had taken as gone (or never heard of): each side starts over
+                # with the other's whole state.
+                self._announce_all(self.instance_subject(instance))
 
     def _on_state(
         self, client_id: str, epoch: int, instance: str, tools: bytes | None, text: str | None, now: float
@@ -394,6 +407,10 @@ class Directory:
             if key[0] == instance:  # its agents are gone with it: our apps get `cancel`
                 del self.forwarded[key]
                 bridge.abandon(call)
+        self._forget_apps_of(instance)
+
+    def _forget_apps_of(self, instance: str) -> None:
+        bridge = self.bridge
         for client_id, app in list(bridge.apps.items()):
             if type(app) is RemoteApp and app.instance == instance:
                 if self.claims.get(client_id) == (app.epoch, instance):

@@ -255,3 +255,33 @@ def test_calls_from_a_silent_instance_are_cancelled_at_the_app():
     a.directory.on_timer(NOW + DEAD_AFTER + 0.5)  # nothing from b meanwhile
     assert texts(link) == [{"type": "cancel", "id": sent["id"]}]
     assert not a.directory.forwarded and len(a.calls) == 0
+
+
+def test_after_a_bus_blip_an_app_that_left_meanwhile_is_gone_everywhere():
+    """a's bus drops for less than the heartbeat timeout; its app leaves meanwhile; b must not keep it."""
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "echo")
+    waiter = call(network, b)  # forwarded to a, which drops it when its bus goes
+    a.directory.bus_down()
+    network.up = False
+    channel.close(1000, "bye")
+    channel.on_close(1000, "bye")
+    assert "app-1" in b.apps  # b has not noticed anything yet
+    network.up = True
+    a.directory.bus_up(NOW + 1)
+    network.pump(NOW + 1)
+    assert "app-1" not in b.apps
+    assert waiter.events == [DISCONNECTED]  # at once, not at the call timeout
+
+
+def test_an_instance_taken_as_gone_comes_back_with_its_apps():
+    """b stalls past the heartbeat timeout: a forgets b's apps; b's next heartbeat brings them back."""
+    network, (a, b) = cluster()
+    online(network, b, "app-1", "echo")
+    assert "app-1" in a.apps
+    a.directory.on_timer(NOW + DEAD_AFTER + 1)
+    network.pump()
+    assert "app-1" not in a.apps
+    b.directory.on_timer(NOW + DEAD_AFTER + 1)  # its heartbeat
+    network.pump()
+    assert list(a.apps["app-1"].toolset.tools) == ["echo"]
