@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import re
 import sys
@@ -22,6 +23,8 @@ from clientmcp_fast.config import (
 from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, mint
 
 DEFAULT_TTL = "24h"
+# Set by `serve --workers N` in each worker's environment (clientmcp_fast/workers.py).
+WORKER_ENV = "CLIENTMCP_WORKER"
 _SECRETS_NOTE = (
     "The secret comes from CLIENTMCP_SECRET (or CLIENTMCP_SECRETS, comma-separated, for rotation), "
     "never from a flag, since a command line shows in `ps`; every flag can also be set as CLIENTMCP_<FLAG>."
@@ -170,6 +173,12 @@ def _serve(flags: argparse.Namespace) -> int:
 
     settings = load(os.environ, flags)
     log.configure(settings.log)
+    if os.environ.get(WORKER_ENV) == "1":  # one of `--workers N`: it serves, sharing the port
+        settings = dataclasses.replace(settings, workers=1, reuse_port=True)
+    elif settings.workers > 1:
+        from clientmcp_fast.workers import run_workers
+
+        return run_workers(settings.workers, WORKER_ENV)
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:  # an address that cannot be listened on raises ConfigError: exit 2, as a bad setting

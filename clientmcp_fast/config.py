@@ -90,6 +90,20 @@ def _state_path(text: str) -> str | None:
     return text.strip() or None
 
 
+_NATS_SCHEMES = ("nats://", "tls://", "ws://", "wss://")
+
+
+def parse_nats(text: str) -> tuple[str, ...]:
+    """NATS server URLs, comma-separated (docs/scaling.md); an empty value means none (one process)."""
+    urls = tuple(part.strip() for part in text.split(",") if part.strip())
+    for url in urls:
+        if not url.startswith(_NATS_SCHEMES):
+            raise ValueError(
+                f"{url.split('@')[-1]!r} is not a NATS URL (nats://host:port, tls://, ws://, wss://)"
+            )
+    return urls
+
+
 def parse_origins(text: str) -> tuple[str, ...]:
     """An allow-list of exact origins, or ("*",); an empty string allows none."""
     return tuple(part.strip().rstrip("/") for part in text.split(",") if part.strip())
@@ -127,6 +141,19 @@ OPTIONS = (
         "state",
         _state_path,
         "SQLite file of token generations, for `clientmcp revoke` (default: none, gen is ignored)",
+        "settings",
+    ),
+    Option(
+        "nats",
+        parse_nats,
+        "NATS URLs, comma-separated: join the cluster of bridges sharing them (docs/scaling.md; "
+        "credentials in CLIENTMCP_NATS or CLIENTMCP_NATS_CREDS, not on the command line)",
+        "settings",
+    ),
+    Option(
+        "workers",
+        _positive_int,
+        "processes sharing the port (SO_REUSEPORT), joined through --nats (default 1)",
         "settings",
     ),
     Option("call-timeout", parse_duration, "seconds an app has to answer a call (default 120)", "limits"),
@@ -194,6 +221,11 @@ class Settings:
     log: str = "info"
     # A state file keeping token generations (clientmcp_fast/state.py); None: gen is ignored.
     state: str | None = None
+    # NATS servers of a cluster of bridges (net/nats.py); empty: a single process.
+    nats: tuple[str, ...] = ()
+    # Processes sharing the port (SO_REUSEPORT); above 1 needs `nats` (docs/scaling.md, Workers).
+    workers: int = 1
+    reuse_port: bool = False  # set in each worker process, never by an option
     limits: Limits = field(default_factory=Limits)
 
 
@@ -292,4 +324,8 @@ def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Set
     settings_limits = dataclasses.replace(Limits(), **limits)
     if settings_limits.app_hard_bytes < settings_limits.app_soft_bytes:
         raise ConfigError("app-hard-bytes must not be below app-soft-bytes")
+    if values.get("workers", 1) > 1 and not values.get("nats"):
+        raise ConfigError(
+            "--workers above 1 needs --nats: each worker holds its own apps, and only NATS lets one reach another's"
+        )
     return Settings(secrets=secrets, signing_secret=signing, limits=settings_limits, **values)

@@ -22,6 +22,7 @@ COMMANDS = {
     "gcc": "gcc is missing",
     "npm": "npm is missing",
     "chromium": "chromium is missing",
+    "nats-server": "nats-server is missing",
     "curl": "curl is missing",
     "openssl": "openssl is missing",
     "nginx": "nginx is missing",

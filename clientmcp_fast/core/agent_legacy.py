@@ -96,10 +96,19 @@ def _session_key(header: bytes | None) -> bytes | None:
 def _cancel(bridge: Bridge, context: Context, params: Params) -> None:
     """Cancel the legacy call of this client ID and session that the id names (docs/protocol.md, Mapping)."""
     request_id = valid_id(params.requestId)
-    app = bridge.apps.get(context.client_id)
-    if request_id is None or app is None:
+    if request_id is None:
         return
     session = _session_key(context.exchange.request.header(MCP_SESSION_ID))
+    if not cancel_call(bridge, context.client_id, request_id, session) and bridge.directory is not None:
+        # Behind a load balancer, the call may be waiting on another instance (docs/scaling.md).
+        bridge.directory.cancel_legacy(context.client_id, request_id, session)
+
+
+def cancel_call(bridge: Bridge, client_id: str, request_id: bytes, session: bytes | None) -> bool:
+    """Cancel the legacy call of this client ID, id and session waiting here; False when there is none."""
+    app = bridge.apps.get(client_id)
+    if app is None:
+        return False
     # A scan of the app's calls, not an index: cancellations are rare, calls are not.
     for call in app.calls.values():
         if (
@@ -109,7 +118,8 @@ def _cancel(bridge: Bridge, context: Context, params: Params) -> None:
             and _session_key(call.session) == session
         ):
             call.cancelled()
-            return
+            return True
+    return False
 
 
 # -- 2025-03-26 batches ------------------------------------------------------------------------

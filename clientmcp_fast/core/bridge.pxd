@@ -20,6 +20,7 @@ cdef class Bridge:
     cdef public object _sweep_at
     cdef public object _streams_tick_at
     cdef public set _announcing
+    cdef public object directory
 
     cpdef complete(self, Call call, result, has_result_type)
     cpdef start_call(self, app, tool, arguments, Call call, now)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import msgspec
 
     from clientmcp_fast.core.channel import AppChannel
+    from clientmcp_fast.core.directory import Directory
 
 # docs/protocol.md, Notification streams: get an SSE comment this often.
 STREAM_KEEPALIVE_SECONDS = 15.0
@@ -59,6 +60,7 @@ class Bridge:
         "_sweep_at",
         "_streams_tick_at",
         "_announcing",
+        "directory",
     )
 
     def __init__(
@@ -88,6 +90,9 @@ class Bridge:
         # per turn of the loop, however many registers the turn read (a burst of 50,000 to 64
         # streams was 3.2 million writes in one turn, stalling every other client for seconds).
         self._announcing: set[str] = set()
+        # The app directory of a cluster (core/directory.py), None for a single process: told of
+        # each connection that takes, registers or leaves a client ID, never called per call.
+        self.directory: Directory | None = None
 
     # -- apps -------------------------------------------------------------------------------
 
@@ -101,6 +106,8 @@ class Bridge:
             older.close(4409, "replaced by a newer connection for this client ID")
             if older.toolset is not None and older.toolset.tools:
                 self._announce(client_id)
+        if self.directory is not None:
+            self.directory.attached(app)
         if self._sweep_at is None:
             self._sweep_at = now + self._sweep_every
             self._wake(self._sweep_at)
@@ -109,8 +116,11 @@ class Bridge:
         """An accepted register replaced the app's tool set (ClientMCP v1 §3.2)."""
         previous = app.toolset or EMPTY_TOOLSET
         app.toolset = toolset
-        if self.apps.get(app.client_id) is app and not toolset.same_tools(previous):  # type: ignore[arg-type]
-            self._announce(app.client_id)  # type: ignore[arg-type]
+        if self.apps.get(app.client_id) is app:  # type: ignore[arg-type]
+            if not toolset.same_tools(previous):
+                self._announce(app.client_id)  # type: ignore[arg-type]
+            if self.directory is not None:
+                self.directory.registered(app)
 
     def detach(self, app: AppChannel) -> None:
         """The app's connection is ending: its calls fail now, its tools disappear (ClientMCP v1 §5.3)."""
@@ -125,6 +135,8 @@ class Bridge:
             del self.apps[client_id]  # type: ignore[arg-type]
             if app.toolset is not None and app.toolset.tools:
                 self._announce(client_id)  # type: ignore[arg-type]
+            if self.directory is not None:
+                self.directory.detached(app)
 
     def complete(self, call: Call, result: msgspec.Raw, has_result_type: bool) -> None:
         """The app answered a call in flight (already removed from the app's calls)."""

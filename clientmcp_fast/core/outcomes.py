@@ -16,3 +16,8 @@ def timed_out(seconds: float) -> str:
     """The tool error for a call the app did not answer within the call timeout."""
     shown = int(seconds) if seconds == int(seconds) else seconds
     return f"The application did not answer within {shown} s."
+
+
+def too_large_between_instances(limit: int) -> str:
+    """The tool error for a call or result larger than the cluster's NATS carries (docs/scaling.md)."""
+    return f"The call or its answer is too large to pass between bridge instances (over {limit} bytes)."

@@ -22,6 +22,7 @@ from clientmcp_fast.net.websocket import WebSocketProtocol, WriteQueue
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.limits import Limits
+    from clientmcp_fast.net.nats import NatsCluster
     from clientmcp_fast.state import GenerationFollower
 
 SHUTDOWN_GRACE_SECONDS = 4.0
@@ -118,6 +119,7 @@ class Server:
         self._files_warned = False  # and that episode was logged
         self._files_warned_at: float | None = None
         self.generations: GenerationFollower | None = None  # with a state store (--state)
+        self.cluster: NatsCluster | None = None  # with --nats (docs/scaling.md)
 
     async def start(self) -> None:
         """Listen; `port` is the bound port afterwards (useful with port 0)."""
@@ -126,7 +128,12 @@ class Server:
             self.generations = _follow_generations(self)
         try:
             self._listener = await self.loop.create_server(
-                lambda: HttpProtocol(self), host, self.settings.port, backlog=4096, reuse_address=True
+                lambda: HttpProtocol(self),
+                host,
+                self.settings.port,
+                backlog=4096,
+                reuse_address=True,
+                reuse_port=self.settings.reuse_port or None,
             )
         except OSError as error:
             if self.generations is not None:
@@ -137,6 +144,11 @@ class Server:
             where = address_text(host, self.settings.port)
             raise ConfigError(f"cannot listen on {where}: {listen_failure(error)}") from None
         self.port = self._listener.sockets[0].getsockname()[1]
+        if self.settings.nats and self.cluster is None:
+            from clientmcp_fast.net.nats import NatsCluster  # nats-py only with --nats
+
+            self.cluster = NatsCluster(self, self.settings.nats)
+            await self.cluster.start()
         self._probe_fd = self._listener.sockets[0].fileno()
         self._files_near = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - FILES_SPARE
         logger.info("listening on %s", address_text(host, self.port))
@@ -284,6 +296,8 @@ class Server:
                 handle.cancel()
         if self.generations is not None:
             self.generations.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
         if self._listener is not None:
             await self._listener.wait_closed()
         logger.info("stopped")

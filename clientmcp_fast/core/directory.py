@@ -1,0 +1,418 @@
+"""The app directory: which instance of a cluster holds each client ID's app, and the calls between them.
+
+Sans-I/O like the rest of the core: a `Bus` port carries messages (tuples) to subjects and
+the I/O side feeds what arrives to `Directory.receive`, with `now`; `on_timer(now)` sends
+heartbeats and finds instances that stopped sending them. clientmcp_fast/net/nats.py runs
+it on NATS; tests run it on an in-memory bus (docs/scaling.md).
+
+An app held by another instance stands in the `Bridge`'s `apps` as a `RemoteApp`: it has what
+the bridge and the agent endpoint read of an app (`toolset`, `calls`, `ws`, `congested_since`),
+and its `ws.send_text` forwards the bridge's `call` and `cancel` to the instance holding the
+app. So a tools/call, its timeout, streaming, cancellation and every outcome run through the
+same `Bridge` code as a local call, and a single process (no directory) is unchanged.
+
+Replacement (ClientMCP v1 §3.1) across instances: every connection gets an epoch from a
+Lamport clock (one above every epoch this instance has seen); the connection with the
+highest (epoch, instance ID) holds the client ID everywhere. A connection made after an
+instance heard of another one's claim always has a higher epoch, so "newest" is the causal
+order; two made concurrently on two instances are ordered by instance ID, the same way on
+every instance, so exactly one survives and the others are closed with 4409.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Protocol
+
+import msgspec
+
+from clientmcp_fast.core import outcomes
+from clientmcp_fast.core.agent_legacy import cancel_call
+from clientmcp_fast.core.calls import Call
+from clientmcp_fast.core.jsonrpc import encode_json
+from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
+from clientmcp_fast.log import logger
+
+if TYPE_CHECKING:
+    from clientmcp_fast.core.bridge import Bridge
+
+# docs/scaling.md, Failure detection: a heartbeat every second; an instance not heard from for
+# three is taken as gone, so its apps' calls fail within DEAD_AFTER + BEAT_EVERY seconds.
+BEAT_EVERY = 1.0
+DEAD_AFTER = 3.0
+
+# Message kinds (the first element of every message tuple).
+STATE = 1  # (STATE, client_id, epoch, instance, tools_json | None, instructions | None)
+GONE = 2  # (GONE, client_id, epoch, instance)
+APP = 3  # (APP, from_instance, client_id, epoch, message): a call or cancel for the app
+RESULT = 4  # (RESULT, client_id, call_id, result, has_result_type)
+ERROR = 5  # (ERROR, client_id, call_id, text)
+BEAT = 6  # (BEAT, instance)
+SYNC = 7  # (SYNC, instance): send me the state of your apps
+CANCEL = 8  # (CANCEL, client_id, request_id, session | None): a legacy notifications/cancelled
+
+# The other side checked the register against its own limit already.
+_ANY_NUMBER = 1 << 30
+
+
+class Bus(Protocol):
+    """How the directory reaches the other instances (the NATS adapter; an in-memory one in tests)."""
+
+    def send(self, subject: str, message: tuple) -> None:
+        """Send one message to a subject; the bus may batch what is sent in one loop turn."""
+
+
+def subject_id(client_id: str) -> str:
+    """A client ID as one subject token: hex of its UTF-8, so no ID is another's or holds `.`, `*`, `>`."""
+    return client_id.encode().hex()
+
+
+class _Forwarded(msgspec.Struct, gc=False):
+    """A `call` or `cancel` the bridge wrote for a remote app, read back on the app's instance."""
+
+    type: str
+    id: str
+    name: str | msgspec.UnsetType = msgspec.UNSET
+    arguments: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_decode_forwarded = msgspec.json.Decoder(_Forwarded).decode
+
+
+class RemoteApp:
+    """An app connected to another instance, as the bridge and the agent endpoint see it."""
+
+    __slots__ = (
+        "directory",
+        "client_id",
+        "instance",
+        "epoch",
+        "toolset",
+        "calls",
+        "congested_since",
+        "last_seen",
+    )
+
+    def __init__(self, directory: Directory, client_id: str, instance: str, epoch: int) -> None:
+        self.directory = directory
+        self.client_id = client_id
+        self.instance = instance
+        self.epoch = epoch
+        self.toolset: ToolSet | None = None
+        self.calls: dict[str, Call] = {}
+        self.congested_since = None  # the app's own instance answers busy
+        self.last_seen = math.inf  # its own instance closes it when idle
+
+    @property
+    def ws(self) -> RemoteApp:
+        return self  # `app.ws.send_text(...)` forwards
+
+    @property
+    def is_open(self) -> bool:
+        return True
+
+    def send_text(self, message: bytes) -> None:
+        """A `call` or `cancel` the bridge wrote for this app: to its instance."""
+        directory = self.directory
+        directory.bus.send(
+            directory.instance_subject(self.instance),
+            (APP, directory.instance, self.client_id, self.epoch, message),
+        )
+
+    def close(self, code: int, reason: str) -> None:
+        """Replaced (or the bridge ends): its calls fail now; the connection is closed where it is."""
+        bridge = self.directory.bridge
+        if bridge.apps.get(self.client_id) is not self:
+            bridge.detach(self)
+
+
+class ForwardedCall(Call):
+    """A call an agent made on another instance, run here on the local app; its end goes back."""
+
+    __slots__ = ("directory", "origin", "origin_id", "client_id")
+
+    def __init__(self, directory: Directory, origin: str, origin_id: str, client_id: str) -> None:
+        self.init_call(False)  # the agent's instance streams, not this one
+        self.directory = directory
+        self.origin = origin
+        self.origin_id = origin_id
+        self.client_id = client_id
+
+    def _reply(self, message: tuple) -> None:
+        directory = self.directory
+        directory.forwarded.pop((self.origin, self.origin_id), None)
+        directory.bus.send(directory.instance_subject(self.origin), message)
+
+    def call_result(self, result: bytes, has_result_type: bool) -> None:
+        self._reply((RESULT, self.client_id, self.origin_id, bytes(result), has_result_type))
+
+    def call_error(self, text: str) -> None:
+        self._reply((ERROR, self.client_id, self.origin_id, text))
+
+    def call_slow(self) -> None:  # pragma: no cover - never wants a stream
+        pass
+
+    def call_tick(self) -> None:  # pragma: no cover
+        pass
+
+
+class Directory:
+    """This instance's view of the cluster: whose app is where, and the calls crossing instances."""
+
+    def __init__(self, bridge: Bridge, bus: Bus, instance: str, prefix: str = "clientmcp") -> None:
+        self.bridge = bridge
+        self.bus = bus
+        self.instance = instance
+        self.prefix = prefix
+        self.clock = 0  # the Lamport clock of connection epochs
+        self.claims: dict[str, tuple[int, str]] = {}  # client ID -> (epoch, instance) holding it
+        self.local: dict[str, tuple[object, int]] = {}  # client ID -> (AppChannel, epoch) held here
+        self.forwarded: dict[tuple[str, str], ForwardedCall] = {}
+        self.peers: dict[str, float] = {}  # instance -> when last heard from
+        self.connected = False
+        self._beat_at = -math.inf
+        self.now = 0.0
+        bridge.directory = self
+
+    # -- subjects ----------------------------------------------------------------------------
+
+    def app_subject(self, client_id: str) -> str:
+        return f"{self.prefix}.app.{subject_id(client_id)}"
+
+    def instance_subject(self, instance: str) -> str:
+        return f"{self.prefix}.i.{instance}"
+
+    @property
+    def beat_subject(self) -> str:
+        return f"{self.prefix}.beat"
+
+    def subscriptions(self) -> tuple[str, ...]:
+        """What the bus subscribes this instance to."""
+        return (f"{self.prefix}.app.*", self.instance_subject(self.instance), self.beat_subject)
+
+    # -- the bridge's hooks: local apps (per connection, never per call) ----------------------
+
+    def attached(self, app) -> None:
+        """A local connection took its client ID: claim it in the cluster with a new epoch."""
+        if type(app) is RemoteApp:
+            return
+        self.clock += 1
+        epoch = self.clock
+        client_id = app.client_id
+        self.local[client_id] = (app, epoch)
+        self.claims[client_id] = (epoch, self.instance)
+        self._send_state(self.app_subject(client_id), client_id, app, epoch)
+
+    def registered(self, app) -> None:
+        """A local app's tool set changed: every instance learns it."""
+        if type(app) is RemoteApp:
+            return
+        held = self.local.get(app.client_id)
+        if held is not None and held[0] is app:
+            self._send_state(self.app_subject(app.client_id), app.client_id, app, held[1])
+
+    def detached(self, app) -> None:
+        """The app holding its client ID went away."""
+        client_id = app.client_id
+        if type(app) is RemoteApp:
+            if self.claims.get(client_id) == (app.epoch, app.instance):
+                del self.claims[client_id]
+            return
+        held = self.local.get(client_id)
+        if held is not None and held[0] is app:
+            del self.local[client_id]
+            epoch = held[1]
+            if self.claims.get(client_id) == (epoch, self.instance):
+                del self.claims[client_id]
+            if self.connected:
+                self.bus.send(self.app_subject(client_id), (GONE, client_id, epoch, self.instance))
+
+    def _send_state(self, subject: str, client_id: str, app, epoch: int) -> None:
+        if not self.connected:
+            return
+        toolset = app.toolset
+        if toolset is None:
+            message = (STATE, client_id, epoch, self.instance, None, None)
+        else:
+            message = (STATE, client_id, epoch, self.instance, toolset.tools_json, toolset.instructions)
+        self.bus.send(subject, message)
+
+    def undeliverable(self, subject: str, message: tuple, limit: int) -> None:
+        """The bus cannot carry `message` (over `limit` bytes): its call fails with a tool error rather than waiting."""
+        kind = message[0]
+        text = outcomes.too_large_between_instances(limit)
+        if kind == APP:  # a call for a remote app: it fails here
+            self.receive((ERROR, message[2], _decode_forwarded(message[4]).id, text), self.now)
+        elif kind == RESULT:  # an app's answer: the agent's instance gets the error instead
+            self.bus.send(subject, (ERROR, message[1], message[2], text))
+        else:
+            logger.warning("cluster: a message about %r is over %d bytes: not sent", message[1], limit)
+
+    def cancel_legacy(self, client_id: str, request_id: bytes, session: bytes | None) -> None:
+        """A legacy notifications/cancelled that named no call waiting here: the instance holding it cancels it."""
+        if self.connected:
+            self.bus.send(self.beat_subject, (CANCEL, client_id, bytes(request_id), session))
+
+    # -- the bus ------------------------------------------------------------------------------
+
+    def bus_up(self, now: float) -> None:
+        """Connected (again) to the bus: say who we are and what we hold."""
+        self.connected = True
+        self.bus.send(self.beat_subject, (SYNC, self.instance))
+        self._announce_all(self.beat_subject)
+        self._beat_at = now + BEAT_EVERY
+
+    def _announce_all(self, subject: str) -> None:
+        """SYNC, then the state of every app held here, on one subject so that they arrive in this order.
+
+        Whoever receives the SYNC forgets what it knew of this instance's apps, and the states
+        that follow (in the same turn) say what is true now: an app that left while the bus was
+        down is gone everywhere, and calls this instance dropped meanwhile fail at once.
+        """
+        self.bus.send(subject, (SYNC, self.instance))
+        for client_id, (app, epoch) in list(self.local.items()):
+            self._send_state(subject, client_id, app, epoch)
+
+    def bus_down(self) -> None:
+        """The bus is gone: apps held elsewhere are unreachable (their calls fail), calls for ours are dropped."""
+        self.connected = False
+        for instance in list(self.peers):
+            self._peer_gone(instance)
+        for call in list(self.forwarded.values()):
+            self.bridge.abandon(call)
+        self.forwarded.clear()
+
+    def receive(self, message: tuple, now: float) -> None:
+        """One message from the bus."""
+        self.now = now
+        kind = message[0]
+        if kind == APP:
+            self._on_app_message(message[1], message[2], message[3], message[4], now)
+        elif kind == RESULT or kind == ERROR:
+            app = self.bridge.apps.get(message[1])
+            if type(app) is not RemoteApp:
+                return
+            call = app.calls.pop(message[2], None)
+            if call is None:
+                return  # timed out, cancelled or failed already
+            if kind == RESULT:
+                self.bridge.complete(call, msgspec.Raw(message[3]), message[4])
+            else:
+                self.bridge.calls.finish(call)
+                call.call_error(message[3])
+        elif kind == STATE:
+            self._on_state(message[1], message[2], message[3], message[4], message[5], now)
+        elif kind == GONE:
+            client_id, epoch, instance = message[1], message[2], message[3]
+            if instance == self.instance or self.claims.get(client_id) != (epoch, instance):
+                return
+            del self.claims[client_id]
+            app = self.bridge.apps.get(client_id)
+            if type(app) is RemoteApp and app.epoch == epoch and app.instance == instance:
+                self.bridge.detach(app)
+        elif kind == CANCEL:
+            cancel_call(self.bridge, message[1], message[2], message[3])
+        elif kind == BEAT or kind == SYNC:
+            instance = message[1]
+            if instance == self.instance:
+                return
+            known = instance in self.peers
+            self.peers[instance] = now
+            if kind == SYNC:
+                # It starts over (it joined, or its bus came back): what we knew of its apps is
+                # replaced by the states that follow; it learns ours.
+                self._forget_apps_of(instance)
+                subject = self.instance_subject(instance)
+                for client_id, (app, epoch) in list(self.local.items()):
+                    self._send_state(subject, client_id, app, epoch)
+            elif not known:
+                # An instance we had taken as gone (or never heard of): each side starts over
+                # with the other's whole state.
+                self._announce_all(self.instance_subject(instance))
+
+    def _on_state(
+        self, client_id: str, epoch: int, instance: str, tools: bytes | None, text: str | None, now: float
+    ) -> None:
+        if instance == self.instance:
+            return
+        if instance not in self.peers:
+            self.peers[instance] = now
+        if epoch > self.clock:
+            self.clock = epoch
+        claim = (epoch, instance)
+        current = self.claims.get(client_id)
+        bridge = self.bridge
+        if current is None or claim > current:
+            # A newer connection for this ID, elsewhere: it holds the ID from now on; the bridge
+            # closes the one it replaces with 4409 if that one is here (ClientMCP v1 §3.1).
+            self.claims[client_id] = claim
+            self.local.pop(client_id, None)
+            bridge.attach(RemoteApp(self, client_id, instance, epoch), now)
+        elif claim != current:
+            return  # older than the connection in use: that one's instance closes it
+        app = bridge.apps.get(client_id)
+        if tools is None or type(app) is not RemoteApp or app.epoch != epoch:
+            return
+        try:
+            toolset = parse_register(
+                msgspec.Raw(tools),
+                msgspec.UNSET if text is None else msgspec.Raw(encode_json(text)),
+                _ANY_NUMBER,
+            )
+        except RegisterError:  # pragma: no cover - the app's instance accepted it
+            return
+        bridge.registered(app, toolset)
+
+    def _on_app_message(self, origin: str, client_id: str, epoch: int, data: bytes, now: float) -> None:
+        message = _decode_forwarded(data)
+        if message.type == "cancel":
+            call = self.forwarded.pop((origin, message.id), None)
+            if call is not None:
+                self.bridge.abandon(call)
+            return
+        call = ForwardedCall(self, origin, message.id, client_id)
+        held = self.local.get(client_id)
+        if held is None or held[1] != epoch:
+            # The connection the agent's instance meant is gone (replaced or closed).
+            call.call_error(outcomes.DISCONNECTED)
+            return
+        app = held[0]
+        toolset = app.toolset  # type: ignore[attr-defined]
+        tool = toolset.tools.get(message.name) if toolset is not None else None
+        if tool is None:
+            call.call_error(outcomes.NOT_REGISTERED if toolset is None else f"Unknown tool: {message.name}")
+            return
+        self.forwarded[(origin, message.id)] = call
+        self.bridge.start_call(app, tool, bytes(message.arguments), call, now)  # type: ignore[arg-type]
+
+    # -- time ---------------------------------------------------------------------------------
+
+    def on_timer(self, now: float) -> None:
+        """Send a heartbeat when due; instances silent for DEAD_AFTER seconds are gone."""
+        self.now = now
+        if not self.connected:
+            return
+        if now >= self._beat_at:
+            self._beat_at = now + BEAT_EVERY
+            self.bus.send(self.beat_subject, (BEAT, self.instance))
+        for instance, heard in list(self.peers.items()):
+            if now - heard > DEAD_AFTER:
+                self._peer_gone(instance)
+
+    def _peer_gone(self, instance: str) -> None:
+        """An instance stopped answering: its apps are offline here, their calls fail as disconnected."""
+        self.peers.pop(instance, None)
+        bridge = self.bridge
+        for key, call in list(self.forwarded.items()):
+            if key[0] == instance:  # its agents are gone with it: our apps get `cancel`
+                del self.forwarded[key]
+                bridge.abandon(call)
+        self._forget_apps_of(instance)
+
+    def _forget_apps_of(self, instance: str) -> None:
+        bridge = self.bridge
+        for client_id, app in list(bridge.apps.items()):
+            if type(app) is RemoteApp and app.instance == instance:
+                if self.claims.get(client_id) == (app.epoch, instance):
+                    del self.claims[client_id]
+                bridge.detach(app)

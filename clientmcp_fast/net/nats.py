@@ -1,0 +1,214 @@
+"""The cluster's bus on NATS: runs the core's `Directory` (core/directory.py) over nats-py.
+
+Used only with `--nats` / CLIENTMCP_NATS (docs/scaling.md); a single process never imports
+it. What the directory sends in one loop turn leaves as one NATS message per subject (a
+MessagePack array of messages), and what arrives is fed to the directory with the loop's
+time. Credentials: user and password or a token in the URL, or a creds file named by
+CLIENTMCP_NATS_CREDS; `tls://` URLs use TLS with the system's certificate authorities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from clientmcp_fast.core.directory import Directory
+from clientmcp_fast.log import logger
+
+if TYPE_CHECKING:
+    from clientmcp_fast.net.server import Server
+
+TICK_SECONDS = 0.25  # how often the directory's timer runs (heartbeats, dead instances)
+RECONNECT_SECONDS = 0.5
+CONNECT_TIMEOUT_SECONDS = 2
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(list[list[Any]]).decode
+_ENVELOPE = 5  # an array header is at most 5 bytes
+# Every message the protocol allows (4 MiB, docs/protocol.md, Register validation) passes a
+# NATS server whose max_payload is at least this; a lower one is warned of at start.
+WANTED_PAYLOAD = 8 * 1024 * 1024
+
+
+def _array(items: list[bytes]) -> bytes:
+    """MessagePack arrays of already-encoded elements, without decoding them again."""
+    count = len(items)
+    if count < 16:
+        head = bytes((0x90 | count,))
+    elif count < 0x10000:
+        head = b"\xdc" + count.to_bytes(2, "big")
+    else:
+        head = b"\xdd" + count.to_bytes(4, "big")
+    return head + b"".join(items)
+
+
+class NatsCluster:
+    """This instance's membership of the cluster: the NATS connection, the directory, its timer."""
+
+    def __init__(self, server: Server, urls: tuple[str, ...], prefix: str = "clientmcp") -> None:
+        self.server = server
+        self.loop = server.loop
+        self.urls = list(urls)
+        self.instance = secrets.token_hex(6)
+        self.directory = Directory(server.bridge, self, self.instance, prefix)
+        self.nc: Any = None
+        self._pending: dict[str, list[tuple]] = {}
+        self._publisher: asyncio.Task | None = None
+        self._connector: asyncio.Task | None = None
+        self._tick: asyncio.TimerHandle | None = None
+        self._stopping = False
+
+    # -- the Bus port ------------------------------------------------------------------------
+
+    def send(self, subject: str, message: tuple) -> None:
+        """Queue a message; this turn's messages leave together, one NATS message per subject."""
+        batch = self._pending.get(subject)
+        if batch is None:
+            self._pending[subject] = [message]
+        else:
+            batch.append(message)
+        if self._publisher is None:
+            self._publisher = self.loop.create_task(self._publish())
+
+    async def _publish(self) -> None:
+        try:
+            while self._pending:
+                batches, self._pending = self._pending, {}
+                nc = self.nc
+                if nc is None or not nc.is_connected:
+                    continue  # dropped: peers learn from the heartbeats that we are gone
+                limit = nc.max_payload - _ENVELOPE
+                for subject, messages in batches.items():
+                    for payload in self._payloads(subject, messages, limit):
+                        try:
+                            await nc.publish(subject, payload)
+                        except Exception as error:  # noqa: BLE001 - a lost connection, a full buffer
+                            logger.warning("nats: publish to %s failed: %s", subject, error)
+        finally:
+            self._publisher = None
+
+    def _payloads(self, subject: str, messages: list[tuple], limit: int) -> list[bytes]:
+        """The messages in as few payloads as the server's max_payload allows; one too large alone is answered here."""
+        payloads: list[bytes] = []
+        items: list[bytes] = []
+        size = 0
+        for message in messages:
+            encoded = _encode(message)
+            if len(encoded) > limit:
+                self.directory.undeliverable(subject, message, limit)
+                continue
+            if size + len(encoded) > limit:
+                payloads.append(_array(items))
+                items, size = [], 0
+            items.append(encoded)
+            size += len(encoded)
+        if items:
+            payloads.append(_array(items))
+        return payloads
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect in the background: the bridge serves its own apps and agents meanwhile."""
+        try:
+            import nats  # noqa: F401 - only with --nats
+        except ImportError:
+            from clientmcp_fast.config import ConfigError
+
+            raise ConfigError("--nats needs nats-py: pip install 'clientmcp-fast[nats]'") from None
+        self._connector = self.loop.create_task(self._connect())
+        self._tick = self.loop.call_later(TICK_SECONDS, self._on_tick)
+
+    async def _connect(self) -> None:
+        import nats  # only with --nats
+
+        options: dict[str, Any] = {}
+        creds = os.environ.get("CLIENTMCP_NATS_CREDS")
+        if creds:
+            options["user_credentials"] = creds
+        while not self._stopping:
+            try:
+                self.nc = await nats.connect(
+                    servers=self.urls,
+                    name=f"clientmcp-{self.instance}",
+                    no_echo=True,
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=RECONNECT_SECONDS,
+                    connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                    disconnected_cb=self._disconnected,
+                    reconnected_cb=self._reconnected,
+                    error_cb=self._error,
+                    **options,
+                )
+                break
+            except Exception as error:  # noqa: BLE001 - no server answers yet: try again
+                logger.warning("nats: cannot connect (%s); retrying", error or type(error).__name__)
+                await asyncio.sleep(RECONNECT_SECONDS)
+        else:
+            return
+        nc = self.nc
+        for subject in self.directory.subscriptions():
+            await nc.subscribe(subject, cb=self._on_message)
+        await nc.flush()
+        logger.info("nats: joined the cluster as instance %s", self.instance)
+        if nc.max_payload < WANTED_PAYLOAD:
+            logger.warning(
+                "nats: the server's max_payload is %d bytes: calls and results above it between "
+                "instances get a tool error; set max_payload to 8MB (docs/scaling.md, Settings)",
+                nc.max_payload,
+            )
+        self.directory.bus_up(self.loop.time())
+
+    async def _disconnected(self) -> None:
+        if not self._stopping:
+            logger.warning("nats: disconnected; apps on other instances are unreachable until it is back")
+        self.directory.bus_down()
+
+    async def _reconnected(self) -> None:
+        logger.info("nats: reconnected")
+        self.directory.bus_up(self.loop.time())
+
+    async def _error(self, error: Exception) -> None:
+        logger.debug("nats: %s", error)
+
+    async def _on_message(self, msg: Any) -> None:
+        try:
+            messages = _decode(msg.data)
+        except msgspec.DecodeError:
+            logger.warning("nats: undecodable message on %s", msg.subject)
+            return
+        now = self.loop.time()
+        directory = self.directory
+        for message in messages:
+            try:
+                directory.receive(message, now)
+            except Exception:  # noqa: BLE001 - one bad message must not stop the others
+                logger.exception("nats: message on %s", msg.subject)
+
+    def _on_tick(self) -> None:
+        self.directory.on_timer(self.loop.time())
+        self._tick = self.loop.call_later(TICK_SECONDS, self._on_tick)
+
+    async def stop(self) -> None:
+        """After the bridge's shutdown: send what is queued (the apps' GONE), then leave."""
+        self._stopping = True
+        if self._tick is not None:
+            self._tick.cancel()
+        if self._connector is not None and not self._connector.done():
+            self._connector.cancel()
+        for _ in range(50):
+            if self._publisher is None:
+                break
+            await asyncio.sleep(0.01)
+        nc = self.nc
+        if nc is not None and not nc.is_closed:
+            try:
+                await asyncio.wait_for(nc.flush(), 1.0)
+            except Exception:  # noqa: BLE001
+                pass
+            await nc.close()

@@ -1,0 +1,287 @@
+"""The app directory without sockets (core/directory.py; docs/scaling.md): the same behaviour, local or remote.
+
+Bridges are joined by `MemoryBus`, which delivers what one sends to the others' matching
+subscriptions when the test pumps it (a turn of the network), each message through
+MessagePack as NATS carries it. Each behaviour runs twice: the agent's call made on the
+app's own bridge ("local") and on another ("remote"), with the same expected outcome
+(ClientMCP v1 §3.1, §4.3, §4.4, §5.3).
+"""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+from fakes import NOW, RecordingStream, RecordingWaiter, connect, make_bridge, register, send, tool
+from wire import Op
+
+from clientmcp_fast.core import outcomes
+from clientmcp_fast.core.directory import BEAT_EVERY, DEAD_AFTER, Directory, RemoteApp, subject_id
+
+QUIET = {"app_idle_timeout": 10_000, "app_soft_seconds": 10_000}
+DISCONNECTED = ("error", outcomes.DISCONNECTED)
+
+
+class Network:
+    """NATS in memory: subscriptions by subject (a trailing `*` matches one token), no echo."""
+
+    def __init__(self) -> None:
+        self.directories: list[Directory] = []
+        self.queue: list[tuple[Directory, str, bytes]] = []
+        self.up = True
+
+    def join(self, directory: Directory) -> None:
+        self.directories.append(directory)
+
+    def pump(self, now: float = NOW) -> None:
+        while self.queue:
+            sender, subject, payload = self.queue.pop(0)
+            for directory in self.directories:
+                if directory is sender or not any(_matches(p, subject) for p in directory.subscriptions()):
+                    continue
+                for message in msgspec.msgpack.decode(payload):
+                    directory.receive(message, now)
+
+
+def _matches(pattern: str, subject: str) -> bool:
+    if pattern.endswith(".*"):
+        head, _, last = subject.rpartition(".")
+        return head == pattern[:-2] and last != ""
+    return pattern == subject
+
+
+class MemoryBus:
+    def __init__(self, network: Network) -> None:
+        self.network = network
+        self.directory: Directory | None = None
+
+    def send(self, subject: str, message: tuple) -> None:
+        if self.network.up:
+            self.network.queue.append((self.directory, subject, msgspec.msgpack.encode([message])))
+
+
+def cluster(count: int = 2, **limits):
+    network = Network()
+    bridges = []
+    for index in range(count):
+        bridge = make_bridge(**{**QUIET, **limits})
+        bus = MemoryBus(network)
+        directory = Directory(bridge, bus, f"i{index}")
+        bus.directory = directory
+        network.join(directory)
+        directory.bus_up(NOW)
+        bridges.append(bridge)
+    network.pump()
+    return network, bridges
+
+
+def texts(link) -> list:
+    return [json.loads(payload) for opcode, payload in link.new_frames() if opcode == Op.TEXT]
+
+
+def online(network, bridge, client_id="app-1", *names):
+    channel, link = connect(bridge, client_id)
+    register(channel, *(tool(n) for n in names))
+    network.pump()
+    link.new_frames()
+    return channel, link
+
+
+def call(network, bridge, client_id="app-1", name="echo", *, wants_stream=False, now=NOW):
+    waiter = RecordingWaiter(wants_stream)
+    app = bridge.apps[client_id]
+    bridge.start_call(app, app.toolset.tools[name], b'{"a":1}', waiter, now)
+    network.pump(now)
+    return waiter
+
+
+WHERE = ["local", "remote"]
+
+
+def agent_side(bridges, where):
+    return bridges[0] if where == "local" else bridges[1]
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_a_call_reaches_the_app_and_its_result_comes_back(where):
+    network, bridges = cluster()
+    channel, link = online(network, bridges[0], "app-1", "echo")
+    agent = agent_side(bridges, where)
+    assert list(agent.apps["app-1"].toolset.tools) == ["echo"]
+    waiter = call(network, agent)
+    (message,) = texts(link)
+    assert message["type"] == "call" and message["name"] == "echo" and message["arguments"] == {"a": 1}
+    send(channel, {"type": "result", "id": message["id"], "result": {"content": []}})
+    network.pump()
+    assert waiter.events == [("result", b'{"content":[]}', False)]
+    assert len(agent.calls) == 0 and len(bridges[0].calls) == 0
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_the_app_disconnecting_fails_the_call(where):
+    network, bridges = cluster()
+    channel, link = online(network, bridges[0], "app-1", "echo")
+    agent = agent_side(bridges, where)
+    waiter = call(network, agent)
+    channel.close(1000, "bye")
+    channel.on_close(1000, "bye")
+    network.pump()
+    assert waiter.events == [DISCONNECTED]
+    assert "app-1" not in agent.apps
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_a_timeout_fails_the_call_and_cancels_it_at_the_app(where):
+    network, bridges = cluster(call_timeout=5.0)
+    channel, link = online(network, bridges[0], "app-1", "echo")
+    agent = agent_side(bridges, where)
+    waiter = call(network, agent, wants_stream=True)
+    (sent,) = texts(link)
+    agent.on_timer(NOW + 1.0)
+    assert waiter.events == [("slow",)]  # the agent's instance streams
+    agent.on_timer(NOW + 5.0)
+    network.pump()
+    assert waiter.events[-1] == ("error", outcomes.timed_out(5.0))
+    assert texts(link) == [{"type": "cancel", "id": sent["id"]}]
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_an_abandoned_call_is_cancelled_at_the_app(where):
+    network, bridges = cluster()
+    channel, link = online(network, bridges[0], "app-1", "echo")
+    agent = agent_side(bridges, where)
+    waiter = call(network, agent)
+    (sent,) = texts(link)
+    agent.abandon(waiter)
+    network.pump()
+    assert texts(link) == [{"type": "cancel", "id": sent["id"]}]
+    assert len(bridges[0].calls) == 0 and len(agent.calls) == 0
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_tool_changes_reach_streams(where):
+    network, bridges = cluster()
+    agent = agent_side(bridges, where)
+    stream = RecordingStream()
+    assert agent.add_stream("app-1", stream, NOW)  # opened while the app is offline
+    channel, link = online(network, bridges[0], "app-1", "one")
+    agent.on_timer(NOW)
+    register(channel, tool("one"), tool("two"))
+    network.pump()
+    agent.on_timer(NOW)
+    channel.close(1000, "bye")
+    channel.on_close(1000, "bye")
+    network.pump()
+    agent.on_timer(NOW)
+    assert stream.events == ["tools_changed"] * 3
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_a_newer_connection_anywhere_replaces_the_older_with_4409(where):
+    network, bridges = cluster()
+    old, old_link = online(network, bridges[0], "app-1", "echo")
+    waiter = call(network, bridges[1])
+    new, _ = online(network, agent_side(bridges, where), "app-1", "other")
+    assert old_link.close()[0] == 4409
+    old.on_close(4409, "")
+    network.pump()
+    assert waiter.events == [DISCONNECTED]
+    for bridge in bridges:
+        assert list(bridge.apps["app-1"].toolset.tools) == ["other"]
+
+
+def test_concurrent_connections_leave_the_highest_epoch_and_instance_everywhere():
+    network, bridges = cluster(3)
+    channels = [connect(bridge, "app-1") for bridge in bridges]  # before any hears of another
+    network.pump()
+    closed = [link.close() for _, link in channels]
+    assert [c[0] if c else None for c in closed] == [4409, 4409, None]  # i2 > i1 > i0 at one epoch
+    for bridge in bridges[:2]:
+        app = bridge.apps["app-1"]
+        assert type(app) is RemoteApp and app.instance == "i2"
+    assert bridges[2].apps["app-1"] is channels[2][0]
+
+
+def test_a_silent_instance_is_gone_within_the_documented_time():
+    network, (a, b) = cluster()
+    online(network, a, "app-1", "echo")
+    waiter = call(network, b)
+    now = NOW
+    while now < NOW + DEAD_AFTER + BEAT_EVERY:  # b beats, a has died: nothing from it
+        now += 0.25
+        b.directory.on_timer(now)
+        network.queue.clear()
+        if waiter.events:
+            break
+    assert waiter.events == [DISCONNECTED] and now <= NOW + DEAD_AFTER + 0.25
+    assert "app-1" not in b.apps
+
+
+def test_bus_down_makes_remote_apps_offline_and_bus_up_heals():
+    network, (a, b) = cluster()
+    online(network, a, "app-1", "echo")
+    waiter = call(network, b)
+    network.up = False
+    b.directory.bus_down()
+    assert waiter.events == [DISCONNECTED] and "app-1" not in b.apps
+    network.up = True
+    b.directory.bus_up(NOW)
+    network.pump()
+    a.directory.on_timer(NOW + 1)
+    network.pump()
+    assert list(b.apps["app-1"].toolset.tools) == ["echo"]
+
+
+def test_subject_tokens_are_distinct_and_plain():
+    ids = ["a.b", "a", "a.b.c", "a_b", "a:b", "a@b", "a-b", "*", ">", "é"]
+    tokens = [subject_id(i) for i in ids]
+    assert len(set(tokens)) == len(ids)
+    assert all(t and set(t) <= set("0123456789abcdef") for t in tokens)
+
+
+def test_a_single_process_has_no_directory():
+    bridge = make_bridge()
+    assert bridge.directory is None
+    channel, _ = connect(bridge, "app-1")
+    assert bridge.apps["app-1"] is channel
+
+
+def test_calls_from_a_silent_instance_are_cancelled_at_the_app():
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "echo")
+    call(network, b)
+    (sent,) = texts(link)
+    a.directory.on_timer(NOW + DEAD_AFTER + 0.5)  # nothing from b meanwhile
+    assert texts(link) == [{"type": "cancel", "id": sent["id"]}]
+    assert not a.directory.forwarded and len(a.calls) == 0
+
+
+def test_after_a_bus_blip_an_app_that_left_meanwhile_is_gone_everywhere():
+    """a's bus drops for less than the heartbeat timeout; its app leaves meanwhile; b must not keep it."""
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "echo")
+    waiter = call(network, b)  # forwarded to a, which drops it when its bus goes
+    a.directory.bus_down()
+    network.up = False
+    channel.close(1000, "bye")
+    channel.on_close(1000, "bye")
+    assert "app-1" in b.apps  # b has not noticed anything yet
+    network.up = True
+    a.directory.bus_up(NOW + 1)
+    network.pump(NOW + 1)
+    assert "app-1" not in b.apps
+    assert waiter.events == [DISCONNECTED]  # at once, not at the call timeout
+
+
+def test_an_instance_taken_as_gone_comes_back_with_its_apps():
+    """b stalls past the heartbeat timeout: a forgets b's apps; b's next heartbeat brings them back."""
+    network, (a, b) = cluster()
+    online(network, b, "app-1", "echo")
+    assert "app-1" in a.apps
+    a.directory.on_timer(NOW + DEAD_AFTER + 1)
+    network.pump()
+    assert "app-1" not in a.apps
+    b.directory.on_timer(NOW + DEAD_AFTER + 1)  # its heartbeat
+    network.pump()
+    assert list(a.apps["app-1"].toolset.tools) == ["echo"]

@@ -1,0 +1,666 @@
+"""Several bridge instances sharing one NATS (docs/scaling.md): any instance serves any client ID.
+
+A real `nats-server` on loopback and two bridges in threads; apps (`ClientMCP`) connect to
+one, agents (the official `mcp` SDK, raw HTTP) to the other, and every agent-endpoint
+behaviour must be the one of a single process (ClientMCP v1 §3.1, §4; docs/protocol.md,
+Call outcomes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import psutil
+import pytest
+from agents import (
+    DISCONNECTED,
+    OFFLINE,
+    WAIT,
+    HeldTool,
+    RawHttp,
+    SleepyTool,
+    app_for,
+    echo,
+    http_client,
+    legacy_body,
+    legacy_headers,
+    modern_body,
+    modern_headers,
+    nothing_leaks,
+    online_app,
+    sdk_agent,
+    wait_registered,
+)
+from conftest import SECRET, make_token
+from mcp.types import TextContent
+
+pytest.importorskip("nats", reason="the cluster needs nats-py (pip install 'clientmcp-fast[nats]')")
+
+pytestmark = pytest.mark.anyio
+
+NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
+MODES = ["legacy", "auto"]  # auto probes server/discover and ends modern
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class NatsServer:
+    """A nats-server on 127.0.0.1, started and stopped by the tests (it may be stopped and started again)."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [NATS_SERVER, "-a", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        give_up = time.monotonic() + 10
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+                return
+            if time.monotonic() > give_up or self.process.poll() is not None:
+                raise RuntimeError("nats-server did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(5)
+        self.process = None
+
+
+@pytest.fixture
+def nats_server() -> Iterator[NatsServer]:
+    server = NatsServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _peers(count: int):
+    return lambda s: (
+        s.cluster is not None and s.cluster.directory.connected and len(s.cluster.directory.peers) == count
+    )
+
+
+@pytest.fixture
+def cluster(nats_server, start_bridge):
+    """Two bridge instances joined through `nats_server`, each having heard of the other."""
+
+    def start(count: int = 2, **overrides: Any) -> list[Any]:
+        bridges = [start_bridge(nats=(nats_server.url,), **overrides) for _ in range(count)]
+        for bridge in bridges:
+            bridge.wait_for(_peers(count - 1), timeout=WAIT)
+        return bridges
+
+    return start
+
+
+async def sees(bridge: Any, client_id: str, tools: int | None = None, timeout: float = WAIT) -> None:
+    """Wait until `bridge` knows `client_id`'s app (with that many tools)."""
+
+    def known(s: Any) -> bool:
+        app = s.bridge.apps.get(client_id)
+        if app is None:
+            return False
+        return tools is None or (app.toolset is not None and len(app.toolset.tools) == tools)
+
+    give_up = time.monotonic() + timeout
+    while not bridge.call(known):
+        if time.monotonic() > give_up:
+            raise AssertionError(f"{client_id} never reached this instance")
+        await asyncio.sleep(0.01)
+
+
+async def gone(bridge: Any, client_id: str, timeout: float = WAIT) -> None:
+    give_up = time.monotonic() + timeout
+    while bridge.call(lambda s: client_id in s.bridge.apps):
+        if time.monotonic() > give_up:
+            raise AssertionError(f"{client_id} still held on this instance")
+        await asyncio.sleep(0.01)
+
+
+def text_of(result: Any) -> str:
+    assert len(result.content) == 1
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+# -- ClientMCP v1 §4.1, §4.2: listing and calling across instances ---------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_agent_on_one_instance_lists_and_calls_an_app_on_another(cluster, mode):
+    """initialize/server/discover, tools/list and tools/call see the app held by the other instance."""
+    a, b = cluster()
+    client_id = "team.one:user@example-app_1"
+    async with online_app(a, client_id, {"echo": echo}, instructions="Todo app."):
+        await sees(b, client_id, tools=1)
+        async with sdk_agent(b, client_id, mode) as client:
+            assert client.instructions == "Todo app."
+            assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
+            results = await asyncio.gather(*(client.call_tool("echo", {"n": n}) for n in range(20)))
+            assert [json.loads(text_of(r)) for r in results] == [{"n": n} for n in range(20)]
+    await gone(b, client_id)
+    await nothing_leaks(a)
+    await nothing_leaks(b)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_offline_everywhere_is_the_offline_tool_error(cluster, mode):
+    a, b = cluster()
+    async with sdk_agent(b, "nobody", mode) as client:
+        assert (await client.list_tools()).tools == []
+        result = await client.call_tool("echo")
+        assert result.is_error and text_of(result) == OFFLINE
+
+
+async def test_client_ids_do_not_reach_each_other(cluster):
+    """IDs that differ only by characters NATS treats specially stay apart (ClientMCP v1 §7)."""
+    a, b = cluster()
+    async with online_app(a, "a.b", {"echo": echo}):
+        await sees(b, "a.b", tools=1)
+        for other in ("a", "a.b.c", "a_b", "a:b"):
+            async with sdk_agent(b, other, "legacy") as client:
+                assert (await client.list_tools()).tools == []
+
+
+# -- ClientMCP v1 §4.3, docs/protocol.md, Call outcomes --------------------------------------------
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_slow_remote_call_is_streamed_by_the_agents_instance(cluster, era):
+    a, b = cluster()
+    slow = SleepyTool(2.2, result={"content": [{"type": "text", "text": "late"}]})
+    if era == "modern":
+        headers = modern_headers(b, "x", "tools/call", name="slow")
+        body = modern_body("tools/call", 5, {"name": "slow"})
+    else:
+        headers, body = legacy_headers(b, "x"), legacy_body("tools/call", 5, {"name": "slow"})
+    async with online_app(a, "x", {"slow": slow}):
+        await sees(b, "x", tools=1)
+        with await RawHttp.open(b) as raw:
+            raw.send("POST", "/mcp", headers, body)
+            response = await raw.head()
+            assert response.headers["content-type"] == "text/event-stream"
+            items = []
+            while (item := await raw.sse_item()) is not None:
+                items.append(item)
+    *comments, last = items
+    assert len(comments) >= 2 and set(comments) == {("comment", "keep-alive")}
+    assert last[0] == "message" and last[1]["id"] == 5
+    assert last[1]["result"]["content"] == [{"type": "text", "text": "late"}]
+    await nothing_leaks(a)
+    await nothing_leaks(b)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_app_disconnecting_fails_remote_calls_at_once(cluster, mode):
+    a, b = cluster()
+    held = HeldTool()
+    app = app_for(a, "x")
+    app.expose("held", held)
+    async with app, sdk_agent(b, "x", mode) as client:
+        await sees(b, "x", tools=1)
+        call = asyncio.ensure_future(client.call_tool("held"))
+        await asyncio.wait_for(held.started.wait(), WAIT)
+        started = time.monotonic()
+        await app.close()
+        result = await asyncio.wait_for(call, WAIT)
+        assert result.is_error and text_of(result) == DISCONNECTED
+        assert time.monotonic() - started < 2
+    await nothing_leaks(a)
+    await nothing_leaks(b)
+
+
+async def test_remote_call_times_out_on_the_agents_instance(cluster):
+    a, b = cluster(call_timeout=1.0)
+    held = HeldTool()
+    async with online_app(a, "x", {"held": held}), sdk_agent(b, "x", "legacy") as client:
+        await sees(b, "x", tools=1)
+        result = await asyncio.wait_for(client.call_tool("held"), WAIT)
+        assert result.is_error and text_of(result) == "The application did not answer within 1 s."
+        await asyncio.wait_for(held.cancelled.wait(), WAIT)  # the app got `cancel`
+    await nothing_leaks(a)
+    await nothing_leaks(b)
+
+
+async def test_agent_hanging_up_cancels_the_remote_call(cluster):
+    a, b = cluster()
+    held = HeldTool()
+    async with online_app(a, "x", {"held": held}) as app:
+        await sees(b, "x", tools=1)
+        with await RawHttp.open(b) as raw:
+            raw.send("POST", "/mcp", legacy_headers(b, "x"), legacy_body("tools/call", 1, {"name": "held"}))
+            await asyncio.wait_for(held.started.wait(), WAIT)
+        await asyncio.wait_for(held.cancelled.wait(), WAIT)
+        assert app.calls_cancelled == 1
+    await nothing_leaks(a)
+    await nothing_leaks(b)
+
+
+@pytest.mark.parametrize("cancel_on", ["agents instance", "apps instance"])
+async def test_legacy_notifications_cancelled_reaches_the_remote_app(cluster, cancel_on):
+    """The cancel may come to the instance of the call or (a load balancer) to any other one."""
+    a, b = cluster()
+    held = HeldTool()
+    async with online_app(a, "x", {"held": held}) as app:
+        await sees(b, "x", tools=1)
+        with (
+            await RawHttp.open(b) as raw,
+            await RawHttp.open(b if cancel_on == "agents instance" else a) as other,
+        ):
+            headers = {**legacy_headers(b, "x"), "Accept": "application/json"}
+            raw.send("POST", "/mcp", headers, legacy_body("tools/call", 1, {"name": "held"}))
+            await asyncio.wait_for(held.started.wait(), WAIT)
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+            other.send("POST", "/mcp", legacy_headers(a, "x"), cancel)
+            assert (await other.head()).status == 202
+            response = await raw.head()
+            assert json.loads(await raw.body(response))["error"]["code"] == -32800
+            await asyncio.wait_for(held.cancelled.wait(), WAIT)
+            assert app.calls_cancelled == 1
+    await nothing_leaks(a)
+    await nothing_leaks(b)
+
+
+# -- ClientMCP v1 §4.4: list_changed on every instance ---------------------------------------------
+
+
+async def test_list_changed_reaches_streams_on_the_other_instance(cluster):
+    """A legacy GET stream opened on B while the app is offline hears of its tools from A."""
+    a, b = cluster()
+    with await RawHttp.open(b) as raw:
+        raw.send(
+            "GET",
+            "/mcp",
+            {
+                "Authorization": f"Bearer {b.token('agent', 'x')}",
+                "Accept": "text/event-stream",
+                "MCP-Protocol-Version": "2025-11-25",
+            },
+        )
+        assert (await raw.head()).status == 200
+        changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+        async with online_app(a, "x", {"one": echo}) as app:
+            assert await raw.sse_message() == changed
+            app.expose("two", echo)
+            await wait_registered(app)
+            assert await raw.sse_message() == changed
+        assert await raw.sse_message() == changed  # offline: its tools are gone
+
+
+# -- ClientMCP v1 §3.1: the newest connection wins in the whole cluster -----------------------------
+
+
+async def test_newer_connection_on_another_instance_replaces_the_older_with_4409(cluster):
+    a, b = cluster()
+    held = HeldTool()
+    old = app_for(a, "x")
+    old.expose("held", held)
+    async with old, sdk_agent(a, "x", "legacy") as client:
+        call = asyncio.ensure_future(client.call_tool("held"))
+        await asyncio.wait_for(held.started.wait(), WAIT)
+        async with online_app(b, "x", {"echo": echo}):
+            await asyncio.wait_for(old.closed(), WAIT)
+            assert old.close_code == 4409
+            result = await asyncio.wait_for(call, WAIT)
+            assert result.is_error and text_of(result) == DISCONNECTED
+            await sees(a, "x", tools=1)
+            assert json.loads(text_of(await client.call_tool("echo", {"k": 1}))) == {"k": 1}
+    await nothing_leaks(a)
+    await nothing_leaks(b)
+
+
+async def test_replacement_race_leaves_exactly_one_connection(cluster):
+    """Many connections for one ID at once on three instances: one survives everywhere, the rest get 4409."""
+    bridges = cluster(3)
+    apps = []
+    for index in range(9):
+        app = app_for(bridges[index % 3], "race")
+        app.expose(f"t{index}", echo)
+        apps.append(app)
+    # Each connect returns registered, or raises when replaced before its register was answered.
+    await asyncio.gather(*(app.connect() for app in apps), return_exceptions=True)
+    give_up = time.monotonic() + WAIT
+    while sum(1 for app in apps if app.close_code is None) > 1 and time.monotonic() < give_up:
+        await asyncio.sleep(0.02)
+    survivors = [app for app in apps if app.close_code is None]
+    assert len(survivors) == 1
+    assert {app.close_code for app in apps if app is not survivors[0]} == {4409}
+    tool = next(iter(survivors[0].tools))
+    for bridge in bridges:
+        await sees(bridge, "race", tools=1)
+        assert bridge.call(lambda s: list(s.bridge.apps["race"].toolset.tools)) == [tool]
+    for app in apps:
+        await app.close()
+    for bridge in bridges:
+        await nothing_leaks(bridge)
+
+
+async def test_calls_during_a_replacement_race_are_each_delivered_at_most_once(cluster):
+    """Agents on three instances call while connections race: every call gets one answer, no app runs one twice."""
+    bridges = cluster(3)
+    runs: list[tuple[int, int]] = []
+
+    def worker(index: int):
+        async def work(arguments: dict[str, Any]) -> str:
+            runs.append((index, arguments["n"]))
+            await asyncio.sleep(0.01)
+            return f"{index}:{arguments['n']}"
+
+        return work
+
+    first = app_for(bridges[0], "race")
+    first.expose("work", worker(0))
+    await first.connect()
+    for bridge in bridges:
+        await sees(bridge, "race", tools=1)
+    apps = [first]
+    answers: dict[int, str] = {}
+    allowed_errors = {DISCONNECTED, OFFLINE, "The application has not declared its tools yet."}
+
+    async def agent(bridge: Any, start: int) -> None:
+        async with http_client(bridge) as http:
+            for n in range(start, start + 40):
+                body = legacy_body("tools/call", n, {"name": "work", "arguments": {"n": n}})
+                response = await http.post("/mcp", json=body, headers=legacy_headers(bridge, "race"))
+                result = response.json()["result"]
+                answers[n] = result["content"][0]["text"] if not result.get("isError") else "error"
+                if result.get("isError"):
+                    assert result["content"][0]["text"] in allowed_errors, result
+
+    async def race() -> None:
+        for round_ in range(3):
+            await asyncio.sleep(0.05)
+            newcomers = []
+            for index, bridge in enumerate(bridges):
+                app = app_for(bridge, "race")
+                app.expose("work", worker(1 + round_ * 3 + index))
+                newcomers.append(app)
+            apps.extend(newcomers)
+            await asyncio.gather(*(app.connect() for app in newcomers), return_exceptions=True)
+
+    await asyncio.wait_for(
+        asyncio.gather(race(), *(agent(bridge, 1000 * (i + 1)) for i, bridge in enumerate(bridges))), 60
+    )
+    assert len(answers) == 120  # every call answered once
+    assert sum(1 for text in answers.values() if text != "error") >= 60
+    delivered = [n for _, n in runs]
+    assert len(delivered) == len(set(delivered))  # no call reached an app twice
+    for n, text in answers.items():
+        if text != "error":
+            index, number = text.split(":")
+            assert (int(index), int(number)) in runs and int(number) == n
+    give_up = time.monotonic() + WAIT
+    while sum(1 for app in apps if app.close_code is None) > 1 and time.monotonic() < give_up:
+        await asyncio.sleep(0.02)
+    assert sum(1 for app in apps if app.close_code is None) == 1
+    for app in apps:
+        await app.close()
+    for bridge in bridges:
+        await nothing_leaks(bridge)
+
+
+# -- failures ---------------------------------------------------------------------------------------
+
+
+async def test_nats_down_keeps_local_work_and_heals(cluster, nats_server):
+    a, b = cluster()
+    async with online_app(a, "x", {"echo": echo}):
+        await sees(b, "x", tools=1)
+        nats_server.stop()
+        await gone(b, "x", timeout=WAIT)
+        async with sdk_agent(a, "x", "legacy") as local, sdk_agent(b, "x", "legacy") as remote:
+            assert json.loads(text_of(await local.call_tool("echo", {"a": 1}))) == {"a": 1}
+            result = await remote.call_tool("echo")
+            assert result.is_error and text_of(result) == OFFLINE
+            nats_server.start()
+            await sees(b, "x", tools=1, timeout=WAIT)
+            assert json.loads(text_of(await remote.call_tool("echo", {"b": 2}))) == {"b": 2}
+
+
+class ServeProcess:
+    """`clientmcp serve --nats URL` in a subprocess on a free loopback port (killed by the test)."""
+
+    def __init__(self, nats_url: str) -> None:
+        self.port = _free_port()
+        env = {
+            **os.environ,
+            "CLIENTMCP_SECRET": SECRET.decode(),
+            "CLIENTMCP_HOST": "127.0.0.1",
+            "CLIENTMCP_PORT": str(self.port),
+            "CLIENTMCP_NATS": nats_url,
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "clientmcp_fast", "serve"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        give_up = time.monotonic() + WAIT
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+                return
+            if time.monotonic() > give_up or self.process.poll() is not None:
+                self.kill()
+                raise RuntimeError("clientmcp serve did not start")
+            time.sleep(0.05)
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/connect"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def token(self, role: str, client_id: str) -> str:
+        return make_token(role, client_id)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(5)
+
+
+async def test_sigkill_of_the_apps_instance_fails_calls_within_five_seconds(cluster, nats_server):
+    """An instance killed mid-call: the agent's instance fails the call as a disconnection, in bounded time."""
+    (b,) = cluster(1)
+    doomed = ServeProcess(nats_server.url)
+    try:
+        held = HeldTool()
+        async with online_app(doomed, "x", {"held": held}), sdk_agent(b, "x", "legacy") as client:
+            await sees(b, "x", tools=1)
+            call = asyncio.ensure_future(client.call_tool("held"))
+            await asyncio.wait_for(held.started.wait(), WAIT)
+            killed = time.monotonic()
+            doomed.kill()
+            result = await asyncio.wait_for(call, WAIT)
+            took = time.monotonic() - killed
+            assert result.is_error and text_of(result) == DISCONNECTED
+            assert took <= 5.0, took
+            await gone(b, "x")
+    finally:
+        doomed.kill()
+    await nothing_leaks(b)
+
+
+async def test_an_instance_started_before_nats_serves_alone_then_joins(start_bridge):
+    """No NATS at start: the bridge serves its own apps and agents, and joins once NATS answers."""
+    late = NatsServer()
+    try:
+        a = start_bridge(nats=(late.url,))
+        b = start_bridge(nats=(late.url,))
+        async with online_app(a, "x", {"echo": echo}), sdk_agent(a, "x", "legacy") as client:
+            assert json.loads(text_of(await client.call_tool("echo", {"k": 1}))) == {"k": 1}
+            await asyncio.to_thread(late.start)
+            await sees(b, "x", tools=1)
+            async with sdk_agent(b, "x", "legacy") as remote:
+                assert json.loads(text_of(await remote.call_tool("echo", {"k": 2}))) == {"k": 2}
+    finally:
+        late.stop()
+
+
+async def test_graceful_stop_of_the_apps_instance_takes_its_app_offline_at_once(cluster):
+    """SIGTERM's shutdown: the app gets 1001 and the other instances hear it is gone before the heartbeat would."""
+    a, b = cluster()
+    app = app_for(a, "x")
+    app.expose("echo", echo)
+    async with app:
+        await sees(b, "x", tools=1)
+        stopping = asyncio.ensure_future(asyncio.to_thread(a.stop))
+        await asyncio.wait_for(app.closed(), WAIT)
+        assert app.close_code == 1001
+        started = time.monotonic()
+        await gone(b, "x")
+        assert time.monotonic() - started < 2.5  # GONE, not the 3 s of a silent instance
+        await stopping
+    await nothing_leaks(b)
+
+
+def test_nats_setting_takes_urls_and_refuses_others():
+    from clientmcp_fast.config import ConfigError, load
+
+    env = {"CLIENTMCP_SECRET": SECRET.decode(), "CLIENTMCP_NATS": "nats://u:p@127.0.0.1:4222, tls://h:4222"}
+    assert load(env).nats == ("nats://u:p@127.0.0.1:4222", "tls://h:4222")
+    assert load({"CLIENTMCP_SECRET": SECRET.decode()}).nats == ()
+    with pytest.raises(ConfigError) as refused:
+        load({**env, "CLIENTMCP_NATS": "http://user:secret@127.0.0.1:4222"})
+    assert "secret" not in str(refused.value) and "CLIENTMCP_NATS" in str(refused.value)
+
+
+# -- docs/scaling.md, Workers -----------------------------------------------------------------------
+
+
+def _serve_env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "CLIENTMCP_SECRET": SECRET.decode(), "CLIENTMCP_HOST": "127.0.0.1", **extra}
+
+
+def test_workers_above_one_without_nats_is_refused_in_one_line():
+    done = subprocess.run(
+        [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "2"],
+        env=_serve_env(CLIENTMCP_PORT=str(_free_port())),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("clientmcp: error: --workers above 1 needs --nats")
+
+
+async def test_workers_share_one_port_and_reach_each_others_apps(nats_server):
+    """Two workers on one port: whichever worker an agent's connection lands on, the app answers."""
+    port = _free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "2", "--nats", nats_server.url],
+        env=_serve_env(CLIENTMCP_PORT=str(port)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its workers too are ended by the finally below
+    )
+    try:
+        target = ServeProcess.__new__(ServeProcess)
+        target.port = port
+        give_up = time.monotonic() + WAIT
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            assert time.monotonic() < give_up and serve.poll() is None
+            await asyncio.sleep(0.05)
+        async with online_app(target, "x", {"echo": echo}):
+            answered = 0
+            give_up = time.monotonic() + WAIT
+            while answered < 12:  # each agent is a new connection: the kernel picks the worker
+                async with sdk_agent(target, "x", "legacy") as client:
+                    result = await client.call_tool("echo", {"n": answered})
+                if not result.is_error:
+                    assert json.loads(text_of(result)) == {"n": answered}
+                    answered += 1
+                else:  # the other worker has not heard of the app yet
+                    assert text_of(result) == OFFLINE and time.monotonic() < give_up
+                    await asyncio.sleep(0.1)
+        workers = psutil.Process(serve.pid).children()
+        assert len(workers) == 2
+        serve.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(serve.wait, 15) == 0
+        assert not any(worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE for worker in workers)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait(5)
+
+
+# -- docs/scaling.md, Settings: what NATS cannot carry ------------------------------------------------
+
+
+async def test_call_or_answer_over_the_nats_payload_fails_at_once_with_a_tool_error(cluster):
+    """nats-server's default max_payload is 1 MB: a 1.5 MB call, or answer, is a tool error, not a timeout."""
+    a, b = cluster()
+    big = "x" * 1_500_000
+
+    async def large(arguments: dict[str, Any]) -> str:
+        return big
+
+    async with online_app(a, "x", {"echo": echo, "large": large}), sdk_agent(b, "x", "legacy") as client:
+        await sees(b, "x", tools=2)
+        for name, arguments in (("echo", {"big": big}), ("large", {})):
+            started = time.monotonic()
+            result = await asyncio.wait_for(client.call_tool(name, arguments), WAIT)
+            assert result.is_error, name
+            assert text_of(result).startswith(
+                "The call or its answer is too large to pass between bridge instances"
+            )
+            assert time.monotonic() - started < 3
+        assert json.loads(text_of(await client.call_tool("echo", {"small": 1}))) == {"small": 1}
+    await nothing_leaks(a)
+    await nothing_leaks(b)
+
+
+def test_a_turns_messages_are_split_to_fit_the_payload_limit():
+    from clientmcp_fast.net.nats import NatsCluster
+
+    class Directory:
+        def __init__(self) -> None:
+            self.refused: list[tuple] = []
+
+        def undeliverable(self, subject: str, message: tuple, limit: int) -> None:
+            self.refused.append(message)
+
+    bus = NatsCluster.__new__(NatsCluster)
+    bus.directory = Directory()
+    messages = [(4, "x", str(n), b"r" * 300, False) for n in range(10)] + [
+        (4, "x", "big", b"r" * 5000, False)
+    ]
+    payloads = bus._payloads("s", messages, 1000)
+    decoded = [msgspec.msgpack.decode(p) for p in payloads]
+    assert all(len(p) <= 1005 for p in payloads) and len(payloads) == 4
+    assert [m[2] for batch in decoded for m in batch] == [str(n) for n in range(10)]
+    assert [m[2] for m in bus.directory.refused] == ["big"]
