@@ -50,6 +50,8 @@ while not select.select([sys.stdin], [], [], 0.005)[0]:
         assert data.startswith(b"HTTP/1.1 200") or answer, "healthz failed"
         answer += data
     worst, answers = max(worst, time.monotonic() - started), answers + 1
+    if answers == 1:
+        print("answered", flush=True)  # the burst may start: the probe is in place
 print(worst, answers)
 """
 
@@ -103,7 +105,9 @@ def probed(port: int) -> Iterator[list[float]]:
     probe = subprocess.Popen(
         [sys.executable, "-c", PROBE, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
-    time.sleep(0.05)  # the probe's first answers, before the burst
+    # The probe's first answer, before the burst: a loaded machine can take longer to start
+    # the probe than the bridge takes to serve the burst.
+    assert probe.stdout.readline() == "answered\n", "the probe never got an answer"
     worst: list[float] = []
     try:
         yield worst
