@@ -1,4 +1,4 @@
-"""Recording fakes for the sans-I/O core: a link that parses the frames it gets, waiters, streams.
+"""Recording fakes for the sans-I/O core: a link that parses the frames it gets, waiters, streams, exchanges.
 
 Frames are built and parsed by `tests/wire.py`, independently of the package's frame
 code, so that the tests check the bytes on the wire rather than the package against itself.
@@ -14,6 +14,7 @@ from wire import Op, client_frame, decode_server_frames
 from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.channel import AppChannel
+from clientmcp_fast.core.http import Exchange, Request
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import TokenVerifier, mint
 from clientmcp_fast.core.websocket import Link
@@ -31,6 +32,20 @@ def client_text(message: Any) -> bytes:
     else:
         payload = json.dumps(message, separators=(",", ":")).encode("utf-8")
     return client_frame(Op.TEXT, payload)
+
+
+class RecordingExchange(Exchange):
+    """The Exchange port, keeping the answer."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.on_abandon = None
+        self.answer: tuple[int, bytes] | None = None
+
+    def respond(self, status: int, headers, body: bytes) -> None:
+        self.answer = (status, body)
 
 
 class RecordingLink(Link):

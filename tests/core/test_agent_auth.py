@@ -5,27 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakes import NOW, SECRET, connect, make_bridge, register, tool
+from fakes import NOW, SECRET, RecordingExchange, connect, make_bridge, register, tool
 
 from clientmcp_fast.core.agent import AgentEndpoint
-from clientmcp_fast.core.http import Exchange, Request, request_with_headers
+from clientmcp_fast.core.http import request_with_headers
 from clientmcp_fast.core.tokens import mint
 
 LIST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
-
-
-class RecordingExchange(Exchange):
-    """The Exchange port, keeping the answer."""
-
-    __slots__ = ("answer",)
-
-    def __init__(self, request: Request) -> None:
-        self.request = request
-        self.on_abandon = None
-        self.answer: tuple[int, bytes] | None = None
-
-    def respond(self, status: int, headers, body: bytes) -> None:
-        self.answer = (status, body)
 
 
 @pytest.fixture

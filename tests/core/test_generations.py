@@ -13,13 +13,13 @@ import hmac
 import json
 
 import pytest
-from fakes import NOW, SECRET, RecordingLink, connect, make_bridge, register, tool
+from fakes import NOW, SECRET, RecordingExchange, RecordingLink, connect, make_bridge, register, tool
 
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.generations import REVOKED_REASON, Generations, close_revoked_apps
-from clientmcp_fast.core.http import Exchange, Request, request_with_headers
+from clientmcp_fast.core.http import request_with_headers
 from clientmcp_fast.core.tokens import GEN_INVALID, TokenError, TokenVerifier, mint
 
 LIST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
@@ -38,20 +38,6 @@ def gen_token(role: str, client_id: str, gen=ABSENT) -> str:
     signing_input = b64url(b'{"alg":"HS256","typ":"JWT"}') + b"." + b64url(json.dumps(claims).encode())
     signature = b64url(hmac.new(SECRET, signing_input, hashlib.sha256).digest())
     return (signing_input + b"." + signature).decode("ascii")
-
-
-class RecordingExchange(Exchange):
-    """The Exchange port, keeping the answer."""
-
-    __slots__ = ("answer",)
-
-    def __init__(self, request: Request) -> None:
-        self.request = request
-        self.on_abandon = None
-        self.answer: tuple[int, bytes] | None = None
-
-    def respond(self, status: int, headers, body: bytes) -> None:
-        self.answer = (status, body)
 
 
 def bridge_with(generations: Generations | None) -> Bridge:
