@@ -172,7 +172,7 @@ def _serve(flags: argparse.Namespace) -> int:
     from clientmcp_fast.net.server import Server, new_event_loop
 
     settings = load(os.environ, flags)
-    log.configure(settings.log)
+    log.configure(settings.log, format=settings.log_format)
     if os.environ.get(WORKER_ENV) == "1":  # one of `--workers N`: it serves, sharing the port
         settings = dataclasses.replace(settings, workers=1, reuse_port=True)
     elif settings.workers > 1:

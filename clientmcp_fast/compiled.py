@@ -11,6 +11,7 @@ HOT_PATHS = ("frames", "routing", "http_reader", "splice")
 
 TYPED = (
     "core.memo",
+    "core.counters",
     "core.http",
     "core.jsonrpc",
     "core.tokens",

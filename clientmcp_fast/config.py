@@ -18,6 +18,7 @@ from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import MIN_SECRET_BYTES
 
 LOG_LEVELS = ("error", "warn", "info", "debug")
+LOG_FORMATS = ("text", "json")
 
 
 class ConfigError(Exception):
@@ -80,9 +81,30 @@ def _port(text: str) -> int:
 
 
 def _log_level(text: str) -> str:
-    if text not in LOG_LEVELS:
+    level = text.strip().lower()  # `INFO` and `Warn` are meant as much as `info`
+    if level not in LOG_LEVELS:
         raise ValueError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
-    return text
+    return level
+
+
+def _log_format(text: str) -> str:
+    form = text.strip().lower()
+    if form not in LOG_FORMATS:
+        raise ValueError(f"{text!r} is not one of {', '.join(LOG_FORMATS)}")
+    return form
+
+
+def _metrics_address(text: str) -> tuple[str, int] | None:
+    """`HOST:PORT` (`[::1]:9464` for IPv6) of the metrics listener; an empty value means none."""
+    text = text.strip()
+    if not text:
+        return None
+    host, colon, port = text.rpartition(":")
+    if not colon or not host:
+        raise ValueError(f"{text!r} is not HOST:PORT, e.g. 127.0.0.1:9464")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, _port(port)
 
 
 def _state_path(text: str) -> str | None:
@@ -137,6 +159,13 @@ OPTIONS = (
         "settings",
     ),
     Option("log", _log_level, "error, warn, info (default) or debug", "settings"),
+    Option("log-format", _log_format, "text (default) or json: one JSON object per line", "settings"),
+    Option(
+        "metrics",
+        _metrics_address,
+        "HOST:PORT of a separate listener serving Prometheus metrics at /metrics (default: none)",
+        "settings",
+    ),
     Option(
         "state",
         _state_path,
@@ -219,6 +248,9 @@ class Settings:
     # None: loopback origins only (http(s)://localhost, 127.0.0.1, [::1], any port).
     allowed_origins: tuple[str, ...] | None = None
     log: str = "info"
+    log_format: str = "text"
+    # Where the Prometheus metrics listener listens (docs/operations.md); None: no listener.
+    metrics: tuple[str, int] | None = None
     # A state file keeping token generations (clientmcp_fast/state.py); None: gen is ignored.
     state: str | None = None
     # NATS servers of a cluster of bridges (net/nats.py); empty: a single process.

@@ -280,7 +280,7 @@ def run_demo(env: Mapping[str, str], flags: argparse.Namespace | None = None) ->
     page_port = getattr(flags, "page_port", None)
     if page_port is not None and not 0 <= page_port <= 65535:
         raise ConfigError(f"--page-port: {page_port} is not a TCP port (0-65535)")
-    log.configure(settings.log, sys.stderr)
+    log.configure(settings.log, sys.stderr, settings.log_format)
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:

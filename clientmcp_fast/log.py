@@ -1,7 +1,13 @@
-"""One line per event on stderr, at the level of CLIENTMCP_LOG; tokens never reach a log line."""
+"""One line per event on stderr, at the level of CLIENTMCP_LOG; tokens never reach a log line.
+
+Events of docs/operations.md (a call, an app connecting or closing, a refused register)
+carry their fields apart from the text: `--log-format text` writes them as `name=value`
+after the event's name, `--log-format json` as one JSON object per line.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -13,26 +19,98 @@ logger = logging.getLogger("clientmcp")
 debug_enabled = False
 
 LEVELS = {"error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO, "debug": logging.DEBUG}
+FORMATS = ("text", "json")
+# The outcome names of core.counters.OUTCOMES, repeated so that logging imports nothing of the core.
+_OUTCOMES = (
+    "result",
+    "tool_error",
+    "offline",
+    "not_registered",
+    "unknown_tool",
+    "timeout",
+    "disconnected",
+    "replaced",
+    "cancelled",
+    "busy",
+    "too_large",
+    "shutting_down",
+)
+
+
+def _level_name(record: logging.LogRecord) -> str:
+    return {"WARNING": "warn"}.get(record.levelname, record.levelname.lower())
+
+
+def _text_value(value: object) -> str:
+    text = str(value)
+    if not text or any(c in text for c in ' "=\\') or not text.isprintable():
+        return json.dumps(text)
+    return text
 
 
 class _LineFormatter(logging.Formatter):
     converter = time.gmtime
 
+    def stamp(self, record: logging.LogRecord) -> str:
+        return f"{self.formatTime(record, '%Y-%m-%dT%H:%M:%S')}.{int(record.msecs):03d}Z"
+
     def format(self, record: logging.LogRecord) -> str:
-        stamp = self.formatTime(record, "%Y-%m-%dT%H:%M:%S")
-        level = {"WARNING": "warn"}.get(record.levelname, record.levelname.lower())
-        return f"{stamp}.{int(record.msecs):03d}Z {level} {record.getMessage()}"
+        fields = getattr(record, "fields", None)
+        text = record.getMessage()
+        if fields:
+            text += " " + " ".join(f"{name}={_text_value(value)}" for name, value in fields.items())
+        return f"{self.stamp(record)} {_level_name(record)} {text}"
 
 
-def configure(level: str, stream=None) -> None:
-    """Send the bridge's events to `stream` (stderr) at `level` (error, warn, info, debug)."""
+class _JsonFormatter(_LineFormatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "timestamp": self.stamp(record),
+            "level": _level_name(record),
+            "event": getattr(record, "event", None) or "message",
+        }
+        fields = getattr(record, "fields", None)
+        if fields:
+            line.update(fields)
+        else:
+            line["message"] = record.getMessage()
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def configure(level: str, stream=None, format: str = "text") -> None:
+    """Send the bridge's events to `stream` (stderr) at `level` (error, warn, info, debug), as text or JSON."""
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(_LineFormatter())
+    handler.setFormatter(_JsonFormatter() if format == "json" else _LineFormatter())
     logger.handlers[:] = [handler]
     logger.setLevel(LEVELS[level])
     logger.propagate = False
     global debug_enabled
     debug_enabled = level == "debug"
+
+
+def event(level: int, name: str, **fields: object) -> None:
+    """Log the event `name` with its fields (docs/operations.md, Log events)."""
+    if logger.isEnabledFor(level):
+        logger.log(level, name, extra={"event": name, "fields": fields})
+
+
+def calls_logged() -> bool:
+    """Whether a line per call, connect and close is written (`info` or `debug`)."""
+    return logger.isEnabledFor(logging.INFO)
+
+
+def call_ended(call: object, outcome: int, seconds: float) -> None:
+    """The line of a finished tools/call: never its arguments, result or token."""
+    event(
+        logging.INFO,
+        "call",
+        client_id=getattr(call, "client_id", None),
+        tool=getattr(call, "tool_name", None),
+        era="modern" if getattr(call, "modern", False) else "legacy",
+        seconds=round(seconds, 6),
+        outcome=_OUTCOMES[outcome],
+        streamed=bool(getattr(call, "streaming", False)),
+    )
 
 
 def redact_target(target: bytes) -> str:

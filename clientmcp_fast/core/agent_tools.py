@@ -9,6 +9,7 @@ from msgspec import UNSET
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent_context import Context, tool_error
 from clientmcp_fast.core.agent_eras import MODERN_LIST_TAIL
+from clientmcp_fast.core.counters import NOT_REGISTERED, OFFLINE, UNKNOWN_TOOL
 from clientmcp_fast.core.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, Params
 from clientmcp_fast.core.param_headers import param_header_problem
 from clientmcp_fast.speedups import first_byte, json_member, jsonrpc_result
@@ -62,15 +63,24 @@ def tools_call(
         return
     app = bridge.apps.get(context.client_id)
     if app is None:
+        context.tool_name = name
+        context.modern = modern
+        bridge.refused_call(context, OFFLINE)
         context.reply(jsonrpc_result(id_json, tool_error(outcomes.OFFLINE, modern)))
         return
     toolset = app.toolset
     if toolset is None:
+        context.tool_name = name
+        context.modern = modern
+        bridge.refused_call(context, NOT_REGISTERED)
         context.reply(jsonrpc_result(id_json, tool_error(outcomes.NOT_REGISTERED, modern)))
         return
     tools = toolset.tools
     tool = tools.get(name)
     if tool is None:
+        context.tool_name = name
+        context.modern = modern
+        bridge.refused_call(context, UNKNOWN_TOOL)
         context.fail(error_status, id_json, INVALID_PARAMS, f"Unknown tool: {name}")
         return
     if modern and tool.header_params:

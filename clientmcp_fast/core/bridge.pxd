@@ -1,6 +1,7 @@
 # Typed declarations of bridge.py for its compiled build (Cython pure-Python mode): see setup.py.
 
 from clientmcp_fast.core.calls cimport Call, InFlightCalls
+from clientmcp_fast.core.counters cimport Counters
 from clientmcp_fast.core.tokens cimport TokenVerifier
 
 
@@ -21,7 +22,11 @@ cdef class Bridge:
     cdef public object _streams_tick_at
     cdef public set _announcing
     cdef public object directory
+    cdef public Counters counters
+    cdef public bint _log_calls
 
     cpdef complete(self, Call call, result, has_result_type)
     cpdef start_call(self, app, tool, arguments, Call call, now)
     cpdef abandon(self, Call call)
+    cpdef refused_call(self, call, Py_ssize_t outcome)
+    cpdef _ended(self, Call call, Py_ssize_t outcome, double now)

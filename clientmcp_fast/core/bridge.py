@@ -12,10 +12,22 @@ from typing import TYPE_CHECKING, Protocol
 
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.calls import Call, InFlightCalls
+from clientmcp_fast.core.counters import (
+    BUSY,
+    CANCELLED,
+    DISCONNECTED,
+    REPLACED,
+    RESULT,
+    SHUTTING_DOWN,
+    TIMEOUT,
+    TOO_LARGE,
+    Counters,
+)
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES, Limits
 from clientmcp_fast.core.messages import cancel_message
 from clientmcp_fast.core.register import EMPTY_TOOLSET, Tool, ToolSet
 from clientmcp_fast.core.tokens import TokenVerifier
+from clientmcp_fast.log import call_ended, calls_logged
 from clientmcp_fast.speedups import call_message
 
 if TYPE_CHECKING:
@@ -61,6 +73,8 @@ class Bridge:
         "_streams_tick_at",
         "_announcing",
         "directory",
+        "counters",
+        "_log_calls",
     )
 
     def __init__(
@@ -93,6 +107,8 @@ class Bridge:
         # The app directory of a cluster (core/directory.py), None for a single process: told of
         # each connection that takes, registers or leaves a client ID, never called per call.
         self.directory: Directory | None = None
+        self.counters = Counters()  # read by the metrics collector (docs/operations.md)
+        self._log_calls = calls_logged()
 
     # -- apps -------------------------------------------------------------------------------
 
@@ -127,8 +143,12 @@ class Bridge:
         if app.calls:
             calls = list(app.calls.values())
             app.calls.clear()
+            # A newer connection took the ID (4409) when it is no longer this app's.
+            why = DISCONNECTED if self.apps.get(app.client_id) is app else REPLACED  # type: ignore[arg-type]
+            now = max(self.counters.now, app.last_seen)
             for call in calls:
                 self.calls.finish(call)
+                self._ended(call, why, now)
                 call.call_error(outcomes.DISCONNECTED)
         client_id = app.client_id
         if self.apps.get(client_id) is app:  # type: ignore[arg-type]
@@ -141,6 +161,9 @@ class Bridge:
     def complete(self, call: Call, result: msgspec.Raw, has_result_type: bool) -> None:
         """The app answered a call in flight (already removed from the app's calls)."""
         self.calls.finish(call)
+        now = call.app.last_seen  # the `now` of the bytes that held the answer
+        self.counters.now = now
+        self._ended(call, RESULT, now)
         call.call_result(result, has_result_type)  # type: ignore[arg-type]
 
     # -- calls ------------------------------------------------------------------------------
@@ -148,16 +171,22 @@ class Bridge:
     def start_call(self, app: AppChannel, tool: Tool, arguments: bytes, call: Call, now: float) -> bool:
         """Send `call` to the app; False when it failed at once (and the call was told why)."""
         if self.shutting_down:
+            self.refused_call(call, SHUTTING_DOWN)
             call.call_error(outcomes.SHUTTING_DOWN)
             return False
         calls = app.calls
         if len(calls) >= self._max_calls_per_app or app.congested_since is not None:
+            self.refused_call(call, BUSY)
             call.call_error(outcomes.BUSY)
             return False
+        counters = self.counters
+        counters.now = now
+        counters.calls_started += 1
         wake = self.calls.start(call, app, now)
         message = call_message(call.id.encode(), tool.wire_name, arguments)
         if len(message) > MAX_MESSAGE_BYTES:
             self.calls.finish(call)
+            self._ended(call, TOO_LARGE, now)
             call.call_error(outcomes.TOO_LARGE)
             return False
         calls[call.id] = call
@@ -172,7 +201,21 @@ class Bridge:
         if app.calls.pop(call.id, None) is None:
             return  # already answered, failed or timed out
         self.calls.finish(call)
+        self._ended(call, CANCELLED, self.counters.now)
         app.ws.send_text(cancel_message(call.id.encode()))
+
+    def _ended(self, call: Call, outcome: int, now: float) -> None:
+        # Every call sent to an app ends here once; its start is its deadline less the timeout.
+        seconds = now - (call.deadline - self.calls.timeout)
+        self.counters.call_ended(outcome, seconds, call.streaming)
+        if self._log_calls:
+            call_ended(call, outcome, seconds)
+
+    def refused_call(self, call: object, outcome: int) -> None:
+        """A tools/call answered without reaching an app (offline, no register, unknown tool, busy)."""
+        self.counters.calls_ended[outcome] += 1
+        if self._log_calls:
+            call_ended(call, outcome, 0.0)
 
     # -- notification streams ---------------------------------------------------------------
 
@@ -212,6 +255,7 @@ class Bridge:
         announcing, self._announcing = self._announcing, set()
         for client_id in announcing:
             for stream in list(self.streams.get(client_id, ())):
+                self.counters.list_changed_sent += 1
                 stream.tools_changed()
 
     # -- time -------------------------------------------------------------------------------
@@ -228,12 +272,14 @@ class Bridge:
 
     def on_timer(self, now: float) -> None:
         """Do whatever is due at `now`: changes to announce, timeouts, streaming switches, keep-alives, idle apps."""
+        self.counters.now = now
         if self._announcing:
             self._tell_streams()
         for call in self.calls.on_timer(now):
             app = call.app
             del app.calls[call.id]
             app.ws.send_text(cancel_message(call.id.encode()))
+            self._ended(call, TIMEOUT, now)
             call.call_error(outcomes.timed_out(self.limits.call_timeout))
         if self._sweep_at is not None and now >= self._sweep_at:
             self._sweep_apps(now)
@@ -264,6 +310,7 @@ class Bridge:
             app = call.app
             app.calls.pop(call.id, None)
             self.calls.finish(call)
+            self._ended(call, SHUTTING_DOWN, self.counters.now)
             call.call_error(outcomes.SHUTTING_DOWN)
         for app in list(self.apps.values()):
             app.close(1001, "bridge shutting down")

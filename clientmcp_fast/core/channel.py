@@ -7,6 +7,7 @@ everything that spans connections to the `Bridge`.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -25,7 +26,7 @@ from clientmcp_fast.core.websocket import (
     check_upgrade,
     offered_subprotocols,
 )
-from clientmcp_fast.log import logger
+from clientmcp_fast.log import event
 from clientmcp_fast.speedups import PONG_FRAME, SHAPE_BAD, SHAPE_TYPED, result_shape
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class AppChannel(MessageHandler):
         self.last_seen = now
         self.congested_since: float | None = None
         bridge.app_connections += 1
+        bridge.counters.app_connections_opened += 1
 
     # -- lifecycle, driven by the I/O layer -------------------------------------------------
 
@@ -92,11 +94,12 @@ class AppChannel(MessageHandler):
         try:
             client_id = bridge.verifier.verify(token, ROLE_CLIENT, now, remember=False)
         except TokenError as error:
-            logger.warning("app refused: %s", error)
+            event(logging.WARNING, "app_refused", reason=str(error))
             self.close(4401, str(error))
             return
         self.client_id = client_id
-        logger.info("app %s connected", client_id)
+        if bridge._log_calls:
+            event(logging.INFO, "app_connected", client_id=client_id)
         bridge.attach(self, now)
 
     def receive_data(self, data: bytes, now: float) -> None:
@@ -139,9 +142,12 @@ class AppChannel(MessageHandler):
         self.close(4400, "binary messages are not part of the protocol: send JSON text")
 
     def on_close(self, code: int, reason: str) -> None:
+        bridge = self.bridge
+        bridge.counters.closed(code)
         if self.client_id is not None:
-            logger.info("app %s closed: %d %s", self.client_id, code, reason)
-            self.bridge.detach(self)
+            if bridge._log_calls:
+                event(logging.INFO, "app_closed", client_id=self.client_id, code=code, reason=reason)
+            bridge.detach(self)
 
     def on_text(self, payload: bytes) -> None:
         try:
@@ -192,7 +198,10 @@ class AppChannel(MessageHandler):
         try:
             toolset = parse_register(message.tools, message.instructions, self.bridge.limits.max_tools)
         except RegisterError as error:
+            self.bridge.counters.registers_refused += 1
+            event(logging.INFO, "register_refused", client_id=self.client_id, reason=str(error))
             self.close(4400, str(error))
             return
+        self.bridge.counters.registers_accepted += 1
         self.bridge.registered(self, toolset)
         self.ws.send_text(REGISTERED)

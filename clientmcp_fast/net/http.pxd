@@ -1,6 +1,7 @@
 # Typed declarations of http.py for its compiled build (Cython pure-Python mode): see setup.py.
 
 from clientmcp_fast.core.agent cimport AgentEndpoint
+from clientmcp_fast.core.counters cimport Counters
 from clientmcp_fast.core.http cimport Exchange, Request, response_head, response_message
 
 cimport cython
@@ -13,7 +14,7 @@ cdef class HttpExchange(Exchange):
     cdef public int _state
 
     cpdef init_exchange(self, HttpProtocol conn, Request request)
-    @cython.locals(request=Request)
+    @cython.locals(request=Request, conn=HttpProtocol)
     cpdef respond(self, status, headers, body)
     @cython.locals(request=Request)
     cpdef start_stream(self, headers)
@@ -43,6 +44,7 @@ cdef class HttpProtocol:
     cdef public bint _write_paused
     cdef public bint _draining
     cdef public bint _log_requests
+    cdef public Counters _counters
 
     @cython.locals(reading=int)
     cpdef data_received(self, data)

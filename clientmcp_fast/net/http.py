@@ -68,8 +68,10 @@ class HttpExchange(Exchange):
             return
         self._state = _DONE
         self.on_abandon = None
+        conn = self._conn
+        conn._counters.responded(status)
         request = self.request
-        close = self._conn.must_close(request)
+        close = conn.must_close(request)
         # RFC 9110 §9.3.2: a HEAD answer has the head a GET would get, and no content.
         self._conn.finish(
             self, response_message(status, headers, body, close, request.method != b"HEAD"), close
@@ -79,6 +81,7 @@ class HttpExchange(Exchange):
         if self._state != _PENDING:
             return
         self._state = _STREAMING
+        self._conn._counters.responded(200)
         request = self.request
         if request.http11:
             self._conn.write(response_head(200, headers, self._conn.must_close(request)))
@@ -130,6 +133,7 @@ class HttpProtocol:
         "_write_paused",
         "_draining",
         "_log_requests",
+        "_counters",
     )
 
     def __init__(self, server: Server) -> None:
@@ -157,6 +161,7 @@ class HttpProtocol:
         self._draining = False  # the bridge is shutting down: set by `shutdown`, read per answer
         # The log level is set at startup: read once here, not as a module attribute per request.
         self._log_requests: bool = log.debug_enabled
+        self._counters = server.bridge.counters  # HTTP responses by status (docs/operations.md)
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from clientmcp_fast.net.websocket import WebSocketProtocol, WriteQueue
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.limits import Limits
+    from clientmcp_fast.metrics import MetricsListener
     from clientmcp_fast.net.nats import NatsCluster
     from clientmcp_fast.state import GenerationFollower
 
@@ -120,6 +121,7 @@ class Server:
         self._files_warned_at: float | None = None
         self.generations: GenerationFollower | None = None  # with a state store (--state)
         self.cluster: NatsCluster | None = None  # with --nats (docs/scaling.md)
+        self.metrics: MetricsListener | None = None  # with --metrics (docs/operations.md)
 
     async def start(self) -> None:
         """Listen; `port` is the bound port afterwards (useful with port 0)."""
@@ -149,9 +151,27 @@ class Server:
 
             self.cluster = NatsCluster(self, self.settings.nats)
             await self.cluster.start()
+        if self.settings.metrics is not None and self.metrics is None:
+            await self._start_metrics(*self.settings.metrics)
         self._probe_fd = self._listener.sockets[0].fileno()
         self._files_near = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - FILES_SPARE
         logger.info("listening on %s", address_text(host, self.port))
+
+    async def _start_metrics(self, host: str, port: int) -> None:
+        from clientmcp_fast.metrics import MetricsListener  # prometheus_client only when asked for
+
+        metrics = MetricsListener(self)
+        try:
+            await metrics.start(host, port)
+        except OSError as error:
+            self._listener.close()  # type: ignore[union-attr]
+            if self.generations is not None:
+                self.generations.stop()
+                self.generations = None
+            where = address_text(host, port)
+            raise ConfigError(f"--metrics: cannot listen on {where}: {listen_failure(error)}") from None
+        self.metrics = metrics
+        logger.info("metrics on http://%s/metrics", address_text(host, metrics.port))
 
     async def run(self) -> None:
         """Serve until SIGTERM or SIGINT, then shut down gracefully (docs/protocol.md, Shutdown)."""
@@ -298,6 +318,8 @@ class Server:
             self.generations.stop()
         if self.cluster is not None:
             await self.cluster.stop()
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self._listener is not None:
             await self._listener.wait_closed()
         logger.info("stopped")

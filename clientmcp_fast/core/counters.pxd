@@ -1,0 +1,21 @@
+# Typed declarations of counters.py for its compiled build (Cython pure-Python mode): see setup.py.
+# Every attribute of __slots__ is declared here, public so the collector reads them from Python.
+
+cdef class Counters:
+    cdef public Py_ssize_t app_connections_opened
+    cdef public Py_ssize_t app_connections_closed
+    cdef public dict closes
+    cdef public Py_ssize_t registers_accepted
+    cdef public Py_ssize_t registers_refused
+    cdef public Py_ssize_t calls_started
+    cdef public list calls_ended
+    cdef public Py_ssize_t calls_streamed
+    cdef public list durations
+    cdef public double duration_sum
+    cdef public Py_ssize_t list_changed_sent
+    cdef public dict http_responses
+    cdef public double now
+
+    cpdef closed(self, code)
+    cpdef call_ended(self, Py_ssize_t outcome, double seconds, bint streamed)
+    cpdef responded(self, status)

@@ -1,0 +1,115 @@
+"""What the bridge has done, as plain integers: read by the metrics collector at scrape time (docs/operations.md).
+
+The core counts and never reads a clock: a call's duration is the difference of two `now`
+values the I/O layer gave it. Nothing here is labelled by a client ID, a tool name or any
+other value a client or agent chooses: per-ID detail belongs in the logs.
+"""
+
+from __future__ import annotations
+
+# How a tools/call ended (docs/operations.md, Metrics); an index into `Counters.calls_ended`.
+OUTCOMES = (
+    "result",
+    "tool_error",
+    "offline",
+    "not_registered",
+    "unknown_tool",
+    "timeout",
+    "disconnected",
+    "replaced",
+    "cancelled",
+    "busy",
+    "too_large",
+    "shutting_down",
+)
+RESULT = 0
+TOOL_ERROR = 1
+OFFLINE = 2
+NOT_REGISTERED = 3
+UNKNOWN_TOOL = 4
+TIMEOUT = 5
+DISCONNECTED = 6
+REPLACED = 7
+CANCELLED = 8
+BUSY = 9
+TOO_LARGE = 10
+SHUTTING_DOWN = 11
+
+# Upper bounds in seconds of the call duration histogram: calls wait on people, so minutes count.
+DURATION_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+)
+
+
+class Counters:
+    """Plain counters the core increments; the collector (clientmcp_fast/metrics.py) reads them."""
+
+    __slots__ = (
+        "app_connections_opened",
+        "app_connections_closed",
+        "closes",
+        "registers_accepted",
+        "registers_refused",
+        "calls_started",
+        "calls_ended",
+        "calls_streamed",
+        "durations",
+        "duration_sum",
+        "list_changed_sent",
+        "http_responses",
+        "now",
+    )
+
+    def __init__(self) -> None:
+        self.app_connections_opened = 0
+        self.app_connections_closed = 0
+        self.closes: dict[int, int] = {}  # close code -> connections closed with it
+        self.registers_accepted = 0
+        self.registers_refused = 0
+        self.calls_started = 0  # sent to an app
+        self.calls_ended = [0] * len(OUTCOMES)  # every tools/call answered, by outcome
+        self.calls_streamed = 0  # ended after their answer became an SSE stream
+        self.durations = [0] * (len(DURATION_BUCKETS) + 1)  # per bucket, not cumulative; last: +Inf
+        self.duration_sum = 0.0
+        self.list_changed_sent = 0
+        self.http_responses: dict[int, int] = {}  # status -> responses started with it
+        self.now = 0.0  # the latest `now` the bridge was given (for ends that come without one)
+
+    def closed(self, code: int) -> None:
+        """An app connection closed with `code` (sent or received)."""
+        self.app_connections_closed += 1
+        closes = self.closes
+        closes[code] = closes.get(code, 0) + 1
+
+    def call_ended(self, outcome: int, seconds: float, streamed: bool) -> None:
+        """A call sent to an app ended after `seconds`."""
+        self.calls_ended[outcome] += 1
+        if streamed:
+            self.calls_streamed += 1
+        self.duration_sum += seconds
+        index = 0
+        for bound in DURATION_BUCKETS:
+            if seconds <= bound:
+                break
+            index += 1
+        self.durations[index] += 1
+
+    def responded(self, status: int) -> None:
+        """An HTTP response started with `status`."""
+        responses = self.http_responses
+        responses[status] = responses.get(status, 0) + 1

@@ -1,0 +1,418 @@
+"""Metrics on their own listener and a log line per call (docs/operations.md).
+
+The metrics are scraped before and after known actions, parsed with prometheus_client's
+parser, and their exact deltas asserted; the log lines of the same actions are read in
+both formats; no token, argument or result reaches any log line, even at debug.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import websockets
+from agents import (
+    WAIT,
+    RawHttp,
+    eventually,
+    http_client,
+    legacy_body,
+    legacy_headers,
+    modern_body,
+    modern_headers,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from clientmcp_fast import log
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = [
+    {"name": name, "description": name, "inputSchema": {"type": "object"}}
+    for name in ("echo", "hold", "late")
+]
+
+
+def scrape(bridge: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the metrics listener: (name, sorted labels) -> value."""
+    url = f"http://127.0.0.1:{bridge.server.metrics.port}/metrics"
+    with urllib.request.urlopen(url, timeout=WAIT) as response:
+        assert response.status == 200
+        assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+        text = response.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def delta(before: dict, after: dict) -> dict:
+    """The samples that changed, by how much (process metrics and the loop lag left out)."""
+    changed = {}
+    for key in set(before) | set(after):
+        if key[0].startswith(("process_", "clientmcp_event_loop_lag")) or key[0].endswith(
+            ("_sum", "_created")
+        ):
+            continue
+        diff = after.get(key, 0) - before.get(key, 0)
+        if diff:
+            changed[key] = diff
+    return changed
+
+
+def m(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return name, tuple(sorted(labels.items()))
+
+
+@contextlib.asynccontextmanager
+async def raw_app(bridge: Any, client_id: str, register: Any = TOOLS) -> AsyncIterator[Any]:
+    """An app on bare websockets: `echo` answers at once, `late` after 1.3 s, `hold` never."""
+    token = bridge.token("client", client_id)
+    async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", token]) as ws:
+        if register is not None:
+            await ws.send(json.dumps({"type": "register", "tools": register}))
+            if isinstance(register, list):
+                assert json.loads(await asyncio.wait_for(ws.recv(), WAIT)) == {"type": "registered"}
+
+        async def answer(call: dict[str, Any]) -> None:
+            if call["name"] == "hold":
+                return
+            if call["name"] == "late":
+                await asyncio.sleep(1.3)
+            result = {"content": [{"type": "text", "text": "RESULT-SECRET-" + call["name"]}]}
+            with contextlib.suppress(websockets.ConnectionClosed):
+                await ws.send(json.dumps({"type": "result", "id": call["id"], "result": result}))
+
+        async def serve() -> None:
+            with contextlib.suppress(websockets.ConnectionClosed):
+                async for message in ws:
+                    call = json.loads(message)
+                    if call.get("type") == "call":
+                        asyncio.ensure_future(answer(call))
+
+        if register is not None and not isinstance(register, list):
+            yield ws  # the register is refused: the test reads the close
+            return
+        serving = asyncio.create_task(serve())
+        try:
+            yield ws
+        finally:
+            serving.cancel()
+
+
+def answer_of(response: Any) -> Any:
+    """The JSON-RPC answer, sent as JSON or as the one message event of an SSE stream."""
+    if response.headers["content-type"] == "text/event-stream":
+        (data,) = [line for line in response.text.splitlines() if line.startswith("data: ")]
+        return json.loads(data.removeprefix("data: "))
+    return response.json()
+
+
+async def call(bridge: Any, client_id: str, tool: str, modern: bool = False, **arguments: Any) -> Any:
+    params = {"name": tool, "arguments": {"secret": "ARGUMENT-SECRET", **arguments}}
+    async with http_client(bridge) as http:
+        if modern:
+            headers = modern_headers(bridge, client_id, "tools/call", name=tool)
+            response = await http.post("/mcp", json=modern_body("tools/call", 1, params), headers=headers)
+        else:
+            response = await http.post(
+                "/mcp", json=legacy_body("tools/call", 1, params), headers=legacy_headers(bridge, client_id)
+            )
+    return response
+
+
+@pytest.fixture
+def metered(start_bridge):
+    return start_bridge(metrics=("127.0.0.1", 0), call_timeout=2.0)
+
+
+@pytest.fixture
+def captured_log():
+    """The bridge's log at debug, as text, then as JSON: configure it before starting the bridge."""
+    saved = (list(log.logger.handlers), log.logger.level, log.logger.propagate, log.debug_enabled)
+    stream = io.StringIO()
+
+    def start(form: str) -> io.StringIO:
+        log.configure("debug", stream, form)
+        return stream
+
+    yield start
+    log.logger.handlers[:], log.logger.level, log.logger.propagate, log.debug_enabled = saved
+
+
+def test_no_metrics_listener_by_default(bridge):
+    assert bridge.server.metrics is None
+
+
+def test_metrics_are_not_on_the_public_port_and_the_listener_serves_only_metrics(metered):
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(f"{metered.http_url}/metrics", timeout=WAIT)
+    assert error.value.code == 404
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(f"http://127.0.0.1:{metered.server.metrics.port}/", timeout=WAIT)
+    assert error.value.code == 404
+    samples = scrape(metered)
+    assert m("clientmcp_apps_online") in samples
+    assert any(name == "process_resident_memory_bytes" for name, _ in samples)
+    (build,) = [labels for name, labels in samples if name == "clientmcp_build_info"]
+    assert dict(build)["implementation"] in ("compiled", "pure")
+
+
+async def test_an_app_connects_registers_and_answers(metered):
+    before = scrape(metered)
+    async with raw_app(metered, "app-a"):
+        await eventually(metered, lambda server: "app-a" in server.bridge.apps)
+        online = scrape(metered)
+        assert delta(before, online) == {
+            m("clientmcp_apps_online"): 1,
+            m("clientmcp_app_connections"): 1,
+            m("clientmcp_app_connections_opened_total"): 1,
+            m("clientmcp_registers_total", result="accepted"): 1,
+            m("clientmcp_tools_registered"): 3,
+        }
+        response = await call(metered, "app-a", "echo")
+        assert response.status_code == 200
+        answered = scrape(metered)
+    assert delta(online, answered) == {
+        m("clientmcp_calls_started_total"): 1,
+        m("clientmcp_calls_total", outcome="result"): 1,
+        m("clientmcp_http_responses_total", status="200"): 1,
+        **{m("clientmcp_call_duration_seconds_bucket", le=le): 1 for le in _buckets_from(answered, 0)},
+        m("clientmcp_call_duration_seconds_count"): 1,
+    }
+    await eventually(metered, lambda server: not server.bridge.apps)
+    after = scrape(metered)
+    assert delta(answered, after) == {
+        m("clientmcp_apps_online"): -1,
+        m("clientmcp_app_connections"): -1,
+        m("clientmcp_app_connections_closed_total", code="1000"): 1,
+        m("clientmcp_tools_registered"): -3,
+    }
+
+
+def _buckets_from(samples: dict, seconds: float) -> list[str]:
+    """The `le` labels of the duration buckets a duration of `seconds` counts in."""
+    return [
+        dict(labels)["le"]
+        for name, labels in samples
+        if name == "clientmcp_call_duration_seconds_bucket" and float(dict(labels)["le"]) >= seconds
+    ]
+
+
+async def test_each_outcome_is_counted(metered):
+    """Offline, not registered, unknown tool, timeout, streamed, replaced, cancelled, disconnected."""
+    before = scrape(metered)
+    assert answer_of(await call(metered, "nobody", "echo"))["result"]["isError"] is True
+    async with raw_app(metered, "quiet", register=None):
+        await eventually(metered, lambda server: "quiet" in server.bridge.apps)
+        assert answer_of(await call(metered, "quiet", "echo", modern=True))["result"]["isError"] is True
+    async with raw_app(metered, "app-b"):
+        await eventually(metered, lambda server: "app-b" in server.bridge.apps)
+        assert answer_of(await call(metered, "app-b", "nosuch"))["error"]["code"] == -32602
+        assert answer_of(await call(metered, "app-b", "hold"))["result"]["isError"] is True  # 2 s timeout
+        late = await call(metered, "app-b", "late")  # streamed after 1 s, answered at 1.3 s
+        assert late.headers["content-type"] == "text/event-stream"
+        # The agent hangs up on a call in flight: cancelled.
+        with await RawHttp.open(metered) as raw:
+            raw.send(
+                "POST",
+                "/mcp",
+                legacy_headers(metered, "app-b"),
+                legacy_body("tools/call", 5, {"name": "hold"}),
+            )
+            await eventually(metered, lambda server: len(server.bridge.calls) == 1)
+        await eventually(metered, lambda server: len(server.bridge.calls) == 0)
+        # A call in flight when a newer connection takes the ID: replaced (4409).
+        held = asyncio.ensure_future(call(metered, "app-b", "hold"))
+        await eventually(metered, lambda server: len(server.bridge.calls) == 1)
+        async with raw_app(metered, "app-b"):
+            assert answer_of(await held)["result"]["isError"] is True
+            # A call in flight when the app goes away: disconnected.
+            held = asyncio.ensure_future(call(metered, "app-b", "hold"))
+            await eventually(metered, lambda server: len(server.bridge.calls) == 1)
+        assert answer_of(await held)["result"]["isError"] is True
+    await eventually(metered, lambda server: not server.bridge.apps)
+    changed = delta(before, scrape(metered))
+    outcomes = {
+        dict(labels)["outcome"]: n for (name, labels), n in changed.items() if name == "clientmcp_calls_total"
+    }
+    assert outcomes == {
+        "offline": 1,
+        "not_registered": 1,
+        "unknown_tool": 1,
+        "timeout": 1,
+        "result": 1,
+        "cancelled": 1,
+        "replaced": 1,
+        "disconnected": 1,
+    }
+    assert changed[m("clientmcp_calls_started_total")] == 5
+    assert changed[m("clientmcp_calls_streamed_total")] == 2  # late, and hold until its timeout
+    assert changed[m("clientmcp_call_duration_seconds_count")] == 5
+    assert changed[m("clientmcp_app_connections_opened_total")] == 3
+    assert changed[m("clientmcp_app_connections_closed_total", code="4409")] == 1
+    assert changed[m("clientmcp_app_connections_closed_total", code="1000")] == 2
+    assert changed[m("clientmcp_registers_total", result="accepted")] == 2
+    # Each bucket counts the calls that ended within it: the timeout (2 s) is over 1 and within 2.5.
+    assert changed.get(m("clientmcp_call_duration_seconds_bucket", le="1.0"), 0) <= 3
+    assert changed[m("clientmcp_call_duration_seconds_bucket", le="2.5")] >= 3
+
+
+async def test_a_refused_register_is_counted(metered):
+    before = scrape(metered)
+    async with raw_app(metered, "bad", register="not a list") as ws:
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), WAIT)
+    assert closed.value.rcvd.code == 4400
+    await eventually(metered, lambda server: not server.bridge.apps)
+    changed = delta(before, scrape(metered))
+    assert changed == {
+        m("clientmcp_app_connections_opened_total"): 1,
+        m("clientmcp_app_connections_closed_total", code="4400"): 1,
+        m("clientmcp_registers_total", result="refused"): 1,
+    }
+
+
+async def test_no_label_holds_a_client_id_or_a_tool_name(metered):
+    ids = [f"client-id-{n}" for n in range(12)]
+    for client_id in ids:
+        tools = [{"name": f"tool-name-{client_id}", "description": "x", "inputSchema": {"type": "object"}}]
+        async with raw_app(metered, client_id, register=tools):
+            await eventually(metered, lambda server, c=client_id: c in server.bridge.apps)
+            await call(metered, client_id, f"tool-name-{client_id}")
+            await call(metered, client_id, f"unknown-name-{client_id}")
+        await call(metered, client_id, f"offline-name-{client_id}")
+    url = f"http://127.0.0.1:{metered.server.metrics.port}/metrics"
+    text = urllib.request.urlopen(url, timeout=WAIT).read().decode()
+    assert "client-id" not in text and "-name-" not in text
+    labels = {
+        value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        for value in s.labels.values()
+    }
+    assert not any("client" in value or "name" in value for value in labels)
+
+
+@pytest.mark.parametrize("form", ["text", "json"])
+async def test_log_lines_of_calls_and_apps_and_nothing_secret(start_bridge, captured_log, form):
+    stream = captured_log(form)
+    bridge = start_bridge(call_timeout=2.0)
+    secrets = []
+    async with raw_app(bridge, "logged"):
+        await eventually(bridge, lambda server: "logged" in server.bridge.apps)
+        await call(bridge, "logged", "echo")
+        await call(bridge, "logged", "late", modern=True)
+        await call(bridge, "logged", "nosuch")
+        # A token in the path, and tokens refused (an agent's and an app's).
+        token = bridge.token("agent", "logged")
+        secrets.append(token)
+        async with http_client(bridge) as http:
+            body = legacy_body("tools/call", 2, {"name": "echo", "arguments": {"secret": "ARGUMENT-SECRET"}})
+            response = await http.post(f"/mcp/{token}", json=body, headers={"Accept": "application/json"})
+            assert response.status_code == 200
+            refused = token[:-4] + "AAAA"
+            secrets.append(refused)
+            response = await http.post(
+                "/mcp",
+                json=body,
+                headers={**legacy_headers(bridge, "logged"), "Authorization": f"Bearer {refused}"},
+            )
+            assert response.status_code == 401
+            response = await http.post(f"/mcp/{refused}", json=body, headers={"Accept": "application/json"})
+            assert response.status_code == 401
+        bad_app_token = bridge.token("client", "logged")[:-4] + "AAAA"
+        secrets.append(bad_app_token)
+        async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", bad_app_token]) as ws:
+            with pytest.raises(websockets.ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), WAIT)
+    async with raw_app(bridge, "refused", register="not a list") as ws:
+        with pytest.raises(websockets.ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), WAIT)
+    await eventually(bridge, lambda server: not server.bridge.apps)
+    secrets.append(bridge.token("client", "logged"))
+    text = stream.getvalue()
+    for secret in (*secrets, "ARGUMENT-SECRET", "RESULT-SECRET"):
+        assert secret not in text
+    lines = text.splitlines()
+    if form == "json":
+        records = [json.loads(line) for line in lines]
+        assert all({"timestamp", "level", "event"} <= set(record) for record in records)
+    else:
+        records = [_text_record(line) for line in lines]
+    calls = [r for r in records if r["event"] == "call"]
+    assert [(r["client_id"], r["tool"], r["era"], r["outcome"], r["streamed"]) for r in calls] == [
+        ("logged", "echo", "legacy", "result", False),
+        ("logged", "late", "modern", "result", True),
+        ("logged", "nosuch", "legacy", "unknown_tool", False),
+        ("logged", "echo", "legacy", "result", False),
+    ]
+    assert 1.0 < float(calls[1]["seconds"]) < 2.0 and float(calls[0]["seconds"]) < 1.0
+    events = [r["event"] for r in records]
+    assert events.count("app_connected") == 2 and events.count("app_refused") == 1
+    closes = [(r["client_id"], int(r["code"])) for r in records if r["event"] == "app_closed"]
+    assert closes == [("logged", 1000), ("refused", 4400)]
+    (register,) = [r for r in records if r["event"] == "register_refused"]
+    assert register["client_id"] == "refused" and register["reason"]
+    assert all(r["level"] == "info" for r in records if r["event"] in ("call", "app_connected", "app_closed"))
+
+
+def _text_record(line: str) -> dict[str, Any]:
+    """A text line, `STAMP LEVEL EVENT name=value ...`, as the JSON line's members."""
+    stamp, level, rest = line.split(" ", 2)
+    event, _, fields = rest.partition(" ")
+    record: dict[str, Any] = {"timestamp": stamp, "level": level, "event": event}
+    for part in _fields(fields):
+        name, _, value = part.partition("=")
+        if value.startswith('"'):
+            value = json.loads(value)
+        record[name] = {"True": True, "False": False}.get(value, value)
+    return record
+
+
+def _fields(text: str) -> list[str]:
+    parts, current, quoted, escaped = [], "", False, False
+    for char in text:
+        if char == " " and not quoted:
+            parts.append(current)
+            current = ""
+            continue
+        current += char
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+    if current:
+        parts.append(current)
+    return parts
+
+
+def test_settings_of_logs_and_metrics():
+    from clientmcp_fast.config import ConfigError, load
+
+    env = {"CLIENTMCP_SECRET": "s" * 32}
+    settings = load({**env, "CLIENTMCP_LOG": "INFO", "CLIENTMCP_LOG_FORMAT": "Json"})
+    assert (settings.log, settings.log_format, settings.metrics) == ("info", "json", None)
+    assert load({**env, "CLIENTMCP_METRICS": "127.0.0.1:9464"}).metrics == ("127.0.0.1", 9464)
+    assert load({**env, "CLIENTMCP_METRICS": "[::1]:9464"}).metrics == ("::1", 9464)
+    for bad, message in (
+        ({"CLIENTMCP_METRICS": "9464"}, "CLIENTMCP_METRICS: '9464' is not HOST:PORT, e.g. 127.0.0.1:9464"),
+        (
+            {"CLIENTMCP_METRICS": "localhost:99999"},
+            "CLIENTMCP_METRICS: '99999' is not a TCP port (0 to 65535)",
+        ),
+        ({"CLIENTMCP_LOG_FORMAT": "xml"}, "CLIENTMCP_LOG_FORMAT: 'xml' is not one of text, json"),
+    ):
+        with pytest.raises(ConfigError) as error:
+            load({**env, **bad})
+        assert str(error.value) == message
