@@ -16,7 +16,10 @@ branch predictors, and prints the misses and the cycles they add up to (`CYCLE_W
 what instructions alone do not tell, for code whose footprint is larger. `--drive N
 [--stub]` (used by that) just makes the calls. CLIENTMCP_NO_EXTENSIONS=1 counts the
 pure-Python twins. `--generations N` keeps token generations (as `--state` does) for N
-other client IDs in each role: the count with revocation on.
+other client IDs in each role: the count with revocation on. `--log LEVEL` logs at that
+level (to /dev/null; the default is warn: no line per call), `--metrics` builds the metrics
+collector as `--metrics` does (the core counts either way): the count with observability on
+(docs/operations.md).
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ MODERN = (
     b"MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n",
 )
 PONG_FRAME = b'\x81\x0f{"type":"pong"}'
+# `--log` and `--metrics`, passed to the runs callgrind counts through their environment.
+_LOG_ENV = "CLIENTMCP_BENCH_LOG"
+_METRICS_ENV = "CLIENTMCP_BENCH_METRICS"
 
 
 class FakeTransport:
@@ -127,7 +133,16 @@ def round_trip(era: str, stub_calls: int = 0, generations: int = 0) -> Callable[
     if era == "minimal":
         return minimal_round_trip(stub_calls)
     loop = StepLoop()
+    level = os.environ.get(_LOG_ENV)
+    if level:  # before the bridge is made: it reads whether calls are logged once
+        from clientmcp_fast import log
+
+        log.configure(level, open(os.devnull, "w"))  # noqa: SIM115 - for the process's life
     server = Server(Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0), loop)
+    if os.environ.get(_METRICS_ENV):
+        from clientmcp_fast.metrics import registry_for
+
+        registry_for(server)  # read at scrape time only: a scrape is not part of a call
     if generations:
         raised = {f"other-{n}": 1 for n in range(generations)}
         server.verifier.generations = {"client": dict(raised), "agent": dict(raised)}
@@ -318,7 +333,13 @@ def main() -> None:
         "--generations", type=int, default=0, metavar="N",
         help="keep token generations (as --state does) for N other client IDs in each role",
     )  # fmt: skip
+    parser.add_argument("--log", choices=("error", "warn", "info", "debug"), help="log at this level")
+    parser.add_argument("--metrics", action="store_true", help="with the metrics collector built")
     flags = parser.parse_args()
+    if flags.log:
+        os.environ[_LOG_ENV] = flags.log
+    if flags.metrics:
+        os.environ[_METRICS_ENV] = "1"
     if flags.drive is not None:
         drive(flags.era, flags.drive, flags.stub, flags.generations)
         return

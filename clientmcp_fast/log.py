@@ -105,12 +105,16 @@ def call_ended(call: object, outcome: int, seconds: float) -> None:
         logging.INFO,
         "call",
         client_id=getattr(call, "client_id", None),
-        tool=getattr(call, "tool_name", None),
+        tool=_tool_name(getattr(call, "tool", None)),
         era="modern" if getattr(call, "modern", False) else "legacy",
         seconds=round(seconds, 6),
         outcome=_OUTCOMES[outcome],
         streamed=bool(getattr(call, "streaming", False)),
     )
+
+
+def _tool_name(tool: object) -> object:
+    return tool if tool is None or isinstance(tool, str) else getattr(tool, "name", None)
 
 
 def redact_target(target: bytes) -> str:

@@ -82,7 +82,7 @@ class BridgeCollector:
         responses = CounterMetricFamily(
             "clientmcp_http_responses", "HTTP responses started, by status", labels=["status"]
         )
-        for status, count in sorted(dict(counters.http_responses).items()):
+        for status, count in sorted(counters.responses().items()):
             responses.add_metric([str(status)], count)
         yield responses
         yield _counter(

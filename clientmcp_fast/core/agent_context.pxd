@@ -16,7 +16,7 @@ cdef class Context(Call):
     cdef public object id_json
     cdef public bint modern
     cdef public object session
-    cdef public object tool_name
+    cdef public object tool
 
     cpdef init_context(self, Exchange exchange, client_id, cors, bint json_ok, bint sse_named)
     cpdef reply(self, body, extra=*)

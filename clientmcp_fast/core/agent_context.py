@@ -41,7 +41,7 @@ class Context(Call):
         "id_json",
         "modern",
         "session",
-        "tool_name",
+        "tool",
     )
 
     def init_context(
@@ -67,7 +67,8 @@ class Context(Call):
         self.id_json = NULL_ID
         self.modern = False
         self.session: bytes | None = None  # legacy: Mcp-Session-Id as sent (see agent_legacy)
-        self.tool_name: str | None = None  # for the log line of a tools/call (docs/operations.md)
+        # The Tool called, or the name asked for when there is none: for the call's log line.
+        self.tool: object = None
 
     def reply(self, body: bytes, extra: Headers = ()) -> None:
         """A 200 answer carrying one JSON-RPC message, as JSON, or as one SSE event if JSON is not accepted."""
@@ -108,7 +109,7 @@ class Context(Call):
         self.id_json = id_json
         self.modern = modern
         self.session = session
-        self.tool_name = tool.name
+        self.tool = tool
         self.exchange.on_abandon = self.abandoned
         bridge.start_call(app, tool, arguments, self, now)
 

@@ -63,14 +63,14 @@ def tools_call(
         return
     app = bridge.apps.get(context.client_id)
     if app is None:
-        context.tool_name = name
+        context.tool = name
         context.modern = modern
         bridge.refused_call(context, OFFLINE)
         context.reply(jsonrpc_result(id_json, tool_error(outcomes.OFFLINE, modern)))
         return
     toolset = app.toolset
     if toolset is None:
-        context.tool_name = name
+        context.tool = name
         context.modern = modern
         bridge.refused_call(context, NOT_REGISTERED)
         context.reply(jsonrpc_result(id_json, tool_error(outcomes.NOT_REGISTERED, modern)))
@@ -78,7 +78,7 @@ def tools_call(
     tools = toolset.tools
     tool = tools.get(name)
     if tool is None:
-        context.tool_name = name
+        context.tool = name
         context.modern = modern
         bridge.refused_call(context, UNKNOWN_TOOL)
         context.fail(error_status, id_json, INVALID_PARAMS, f"Unknown tool: {name}")

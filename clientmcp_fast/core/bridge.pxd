@@ -1,5 +1,7 @@
 # Typed declarations of bridge.py for its compiled build (Cython pure-Python mode): see setup.py.
 
+cimport cython
+
 from clientmcp_fast.core.calls cimport Call, InFlightCalls
 from clientmcp_fast.core.counters cimport Counters
 from clientmcp_fast.core.tokens cimport TokenVerifier
@@ -29,4 +31,5 @@ cdef class Bridge:
     cpdef start_call(self, app, tool, arguments, Call call, now)
     cpdef abandon(self, Call call)
     cpdef refused_call(self, call, Py_ssize_t outcome)
+    @cython.locals(deadline=double, timeout=double, seconds=double)
     cpdef _ended(self, Call call, Py_ssize_t outcome, double now)

@@ -105,6 +105,7 @@ class AppChannel(MessageHandler):
     def receive_data(self, data: bytes, now: float) -> None:
         """Bytes from the app; anything received counts as a sign of life (docs/protocol.md, Close codes: 4408)."""
         self.last_seen = now
+        self.bridge.counters.now = now  # when an answer in these bytes ends its call (Bridge.complete)
         self.ws.receive_data(data)
 
     def connection_lost(self) -> None:

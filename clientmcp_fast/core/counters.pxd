@@ -1,6 +1,9 @@
 # Typed declarations of counters.py for its compiled build (Cython pure-Python mode): see setup.py.
 # Every attribute of __slots__ is declared here, public so the collector reads them from Python.
 
+cimport cython
+
+
 cdef class Counters:
     cdef public Py_ssize_t app_connections_opened
     cdef public Py_ssize_t app_connections_closed
@@ -14,8 +17,11 @@ cdef class Counters:
     cdef public double duration_sum
     cdef public Py_ssize_t list_changed_sent
     cdef public dict http_responses
+    cdef public Py_ssize_t responses_200
     cdef public double now
 
     cpdef closed(self, code)
+    @cython.locals(index=Py_ssize_t, bound=double)
     cpdef call_ended(self, Py_ssize_t outcome, double seconds, bint streamed)
-    cpdef responded(self, status)
+    cpdef responded(self, Py_ssize_t status)
+    cpdef dict responses(self)

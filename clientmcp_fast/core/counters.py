@@ -72,6 +72,7 @@ class Counters:
         "duration_sum",
         "list_changed_sent",
         "http_responses",
+        "responses_200",
         "now",
     )
 
@@ -87,7 +88,8 @@ class Counters:
         self.durations = [0] * (len(DURATION_BUCKETS) + 1)  # per bucket, not cumulative; last: +Inf
         self.duration_sum = 0.0
         self.list_changed_sent = 0
-        self.http_responses: dict[int, int] = {}  # status -> responses started with it
+        self.http_responses: dict[int, int] = {}  # status -> responses started with it, but 200
+        self.responses_200 = 0  # the common status, kept apart: an increment, not a dict update
         self.now = 0.0  # the latest `now` the bridge was given (for ends that come without one)
 
     def closed(self, code: int) -> None:
@@ -103,7 +105,7 @@ class Counters:
             self.calls_streamed += 1
         self.duration_sum += seconds
         index = 0
-        for bound in DURATION_BUCKETS:
+        for bound in DURATION_BUCKETS:  # (compiled, each bound is read as a C double)
             if seconds <= bound:
                 break
             index += 1
@@ -111,5 +113,15 @@ class Counters:
 
     def responded(self, status: int) -> None:
         """An HTTP response started with `status`."""
+        if status == 200:
+            self.responses_200 += 1
+            return
         responses = self.http_responses
         responses[status] = responses.get(status, 0) + 1
+
+    def responses(self) -> dict[int, int]:
+        """HTTP responses started, by status."""
+        responses = dict(self.http_responses)
+        if self.responses_200:
+            responses[200] = self.responses_200
+        return responses
