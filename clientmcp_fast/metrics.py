@@ -22,7 +22,8 @@ from prometheus_client.core import (
 )
 
 from clientmcp_fast import __version__
-from clientmcp_fast.core.counters import DURATION_BUCKETS, OUTCOMES
+from clientmcp_fast.core.agent_streams import LegacyStream
+from clientmcp_fast.core.counters import DURATION_BUCKETS, ERAS, METHODS, OUTCOMES
 
 if TYPE_CHECKING:
     from clientmcp_fast.net.server import Server
@@ -85,6 +86,24 @@ class BridgeCollector:
         for status, count in sorted(counters.responses().items()):
             responses.add_metric([str(status)], count)
         yield responses
+        requests = CounterMetricFamily(
+            "clientmcp_agent_requests",
+            "JSON-RPC messages from agents (batch elements counted alone), by era and method",
+            labels=["era", "method"],
+        )
+        counts = list(counters.requests)
+        for era_index, era in enumerate(ERAS):
+            for method_index, method in enumerate(METHODS):
+                requests.add_metric([era, method], counts[era_index * len(METHODS) + method_index])
+        yield requests
+        transferred = CounterMetricFamily(
+            "clientmcp_bytes", "Bytes read and written, by side and direction", labels=["side", "direction"]
+        )
+        transferred.add_metric(["http", "in"], counters.http_bytes_in)
+        transferred.add_metric(["http", "out"], counters.http_bytes_out)
+        transferred.add_metric(["websocket", "in"], counters.websocket_bytes_in)
+        transferred.add_metric(["websocket", "out"], counters.websocket_bytes_out)
+        yield transferred
         yield _counter(
             "clientmcp_calls_started", "tools/call requests sent to an app", counters.calls_started
         )
@@ -113,7 +132,18 @@ class BridgeCollector:
             buckets=buckets,
             sum_value=counters.duration_sum,
         )
-        yield _gauge("clientmcp_notification_streams", "Notification streams open", bridge.stream_count)
+        streams = GaugeMetricFamily(
+            "clientmcp_notification_streams", "Notification streams open, by era", labels=["era"]
+        )
+        legacy = sum(
+            1
+            for open_streams in list(bridge.streams.values())
+            for s in open_streams
+            if type(s) is LegacyStream
+        )
+        streams.add_metric(["legacy"], legacy)
+        streams.add_metric(["modern"], bridge.stream_count - legacy)
+        yield streams
         yield _counter(
             "clientmcp_list_changed_sent",
             "notifications/tools/list_changed sent to notification streams",

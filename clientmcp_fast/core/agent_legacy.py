@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 def serve_legacy(bridge: Bridge, context: Context, message: Message, params: Params, now: float) -> None:
     """A legacy request, notification or response, alone or as one element of a batch."""
     method = message.method
+    bridge.counters.request(False, method)
     raw_id = message.id
     if raw_id is UNSET:
         if isinstance(method, str):

@@ -52,6 +52,7 @@ def serve_modern(
     raw_id = message.id
     id_json = valid_id(raw_id)
     method = message.method
+    bridge.counters.request(True, method)
     if raw_id is UNSET and isinstance(method, str):
         context.accepted()  # notifications are accepted and ignored (docs/protocol.md)
         return

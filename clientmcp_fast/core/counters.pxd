@@ -18,6 +18,11 @@ cdef class Counters:
     cdef public Py_ssize_t list_changed_sent
     cdef public dict http_responses
     cdef public Py_ssize_t responses_200
+    cdef public list requests
+    cdef public Py_ssize_t http_bytes_in
+    cdef public Py_ssize_t http_bytes_out
+    cdef public Py_ssize_t websocket_bytes_in
+    cdef public Py_ssize_t websocket_bytes_out
     cdef public double now
 
     cpdef closed(self, code)
@@ -25,3 +30,5 @@ cdef class Counters:
     cpdef call_ended(self, Py_ssize_t outcome, double seconds, bint streamed)
     cpdef responded(self, Py_ssize_t status)
     cpdef dict responses(self)
+    @cython.locals(index=Py_ssize_t)
+    cpdef request(self, bint modern, method)

@@ -35,6 +35,23 @@ BUSY = 9
 TOO_LARGE = 10
 SHUTTING_DOWN = 11
 
+# The methods agent requests are counted by (docs/operations.md, Metrics); any other is "other",
+# so that an agent cannot add a label value.
+METHODS = (
+    "tools/call",
+    "tools/list",
+    "initialize",
+    "ping",
+    "server/discover",
+    "subscriptions/listen",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "other",
+)
+_METHOD_INDEX = {method: index for index, method in enumerate(METHODS)}
+_OTHER_METHOD = len(METHODS) - 1
+ERAS = ("legacy", "modern")
+
 # Upper bounds in seconds of the call duration histogram: calls wait on people, so minutes count.
 DURATION_BUCKETS = (
     0.005,
@@ -73,6 +90,11 @@ class Counters:
         "list_changed_sent",
         "http_responses",
         "responses_200",
+        "requests",
+        "http_bytes_in",
+        "http_bytes_out",
+        "websocket_bytes_in",
+        "websocket_bytes_out",
         "now",
     )
 
@@ -90,6 +112,13 @@ class Counters:
         self.list_changed_sent = 0
         self.http_responses: dict[int, int] = {}  # status -> responses started with it, but 200
         self.responses_200 = 0  # the common status, kept apart: an increment, not a dict update
+        # JSON-RPC messages read by the agent endpoint: the legacy era's by method, then the modern's.
+        self.requests = [0] * (2 * len(METHODS))
+        # Bytes read and written: on HTTP connections (agents, and apps until their upgrade), on apps' WebSockets.
+        self.http_bytes_in = 0
+        self.http_bytes_out = 0
+        self.websocket_bytes_in = 0
+        self.websocket_bytes_out = 0
         self.now = 0.0  # the latest `now` the bridge was given (for ends that come without one)
 
     def closed(self, code: int) -> None:
@@ -118,6 +147,13 @@ class Counters:
             return
         responses = self.http_responses
         responses[status] = responses.get(status, 0) + 1
+
+    def request(self, modern: bool, method: object) -> None:
+        """An agent's JSON-RPC message (a request, a notification or a batch's element) reached its era."""
+        index = _METHOD_INDEX.get(method, _OTHER_METHOD) if type(method) is str else _OTHER_METHOD
+        if modern:
+            index += len(METHODS)
+        self.requests[index] += 1
 
     def responses(self) -> dict[int, int]:
         """HTTP responses started, by status."""

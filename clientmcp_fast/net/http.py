@@ -184,6 +184,7 @@ class HttpProtocol:
             abandon()
 
     def data_received(self, data: bytes) -> None:
+        self._counters.http_bytes_in += len(data)
         self._reading = reading = self.reader.feed(data)
         queue = self._queue
         if reading & EXPECTS_CONTINUE:
@@ -318,12 +319,14 @@ class HttpProtocol:
 
     def write(self, data: bytes) -> None:
         if not self._closed:
+            self._counters.http_bytes_out += len(data)
             self.transport.write(data)
 
     def finish(self, exchange: HttpExchange, data: bytes, close: bool) -> None:
         """The last bytes of `exchange`'s answer; then the next queued request, or the end."""
         if self._closed:
             return
+        self._counters.http_bytes_out += len(data)
         self.transport.write(data)
         if self._current is exchange:
             self._current = None

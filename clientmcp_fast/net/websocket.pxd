@@ -2,6 +2,7 @@
 
 cimport cython
 
+from clientmcp_fast.core.counters cimport Counters
 from clientmcp_fast.core.websocket cimport Link
 
 cdef class WriteQueue:
@@ -26,6 +27,7 @@ cdef class WebSocketProtocol(Link):
     cdef public bint _paused
     cdef public object _unfed
     cdef public Py_ssize_t _unfed_at
+    cdef public Counters _counters
 
     cpdef data_received(self, data)
     cpdef _feed_slice(self)

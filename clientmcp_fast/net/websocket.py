@@ -83,6 +83,7 @@ class WebSocketProtocol(Link):
         "_paused",
         "_unfed",
         "_unfed_at",
+        "_counters",
     )
 
     def __init__(self, server: Server, transport: asyncio.Transport) -> None:
@@ -97,6 +98,7 @@ class WebSocketProtocol(Link):
         self._paused = False  # the transport holds more than the soft limit (pause_writing)
         self._unfed: bytes | None = None  # a large read's slices still to give the session
         self._unfed_at = 0
+        self._counters = server.bridge.counters  # bytes in and out (docs/operations.md)
         # pause_writing above the soft limit (new calls get "busy"), resume below half of it.
         soft = server.limits.app_soft_bytes
         transport.set_write_buffer_limits(high=soft, low=soft // 2)
@@ -113,6 +115,7 @@ class WebSocketProtocol(Link):
     # -- asyncio.Protocol -------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        self._counters.websocket_bytes_in += len(data)
         if len(data) <= READ_TURN_BYTES:
             self.session.receive_data(data, self._time())
             return
@@ -185,6 +188,7 @@ class WebSocketProtocol(Link):
         transport = self.transport
         if transport.is_closing():
             return
+        self._counters.websocket_bytes_out += len(data)
         transport.write(data)
         # The hard limit is at least the soft one, past which the transport has called
         # pause_writing (within that write): unpaused, there is no size to ask for.

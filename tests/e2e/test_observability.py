@@ -55,10 +55,10 @@ def scrape(bridge: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def delta(before: dict, after: dict) -> dict:
-    """The samples that changed, by how much (process metrics and the loop lag left out)."""
+    """The samples that changed, by how much (process metrics, the loop lag and bytes left out)."""
     changed = {}
     for key in set(before) | set(after):
-        if key[0].startswith(("process_", "clientmcp_event_loop_lag")) or key[0].endswith(
+        if key[0].startswith(("process_", "clientmcp_event_loop_lag", "clientmcp_bytes")) or key[0].endswith(
             ("_sum", "_created")
         ):
             continue
@@ -182,12 +182,17 @@ async def test_an_app_connects_registers_and_answers(metered):
         assert response.status_code == 200
         answered = scrape(metered)
     assert delta(online, answered) == {
+        m("clientmcp_agent_requests_total", era="legacy", method="tools/call"): 1,
         m("clientmcp_calls_started_total"): 1,
         m("clientmcp_calls_total", outcome="result"): 1,
         m("clientmcp_http_responses_total", status="200"): 1,
         **{m("clientmcp_call_duration_seconds_bucket", le=le): 1 for le in _buckets_from(answered, 0)},
         m("clientmcp_call_duration_seconds_count"): 1,
     }
+    for side in ("http", "websocket"):
+        for direction in ("in", "out"):
+            key = m("clientmcp_bytes_total", side=side, direction=direction)
+            assert answered[key] > online[key] if side == "http" else answered[key] > before[key]
     await eventually(metered, lambda server: not server.bridge.apps)
     after = scrape(metered)
     assert delta(answered, after) == {
@@ -416,3 +421,22 @@ def test_settings_of_logs_and_metrics():
         with pytest.raises(ConfigError) as error:
             load({**env, **bad})
         assert str(error.value) == message
+
+
+async def test_a_stream_hears_of_a_register(metered):
+    """A legacy GET stream opens (by era), then an app registers: one list_changed sent to it."""
+    before = scrape(metered)
+    headers = {"Authorization": f"Bearer {metered.token('agent', 'app-s')}", "Accept": "text/event-stream"}
+    with await RawHttp.open(metered) as raw:
+        raw.send("GET", "/mcp", headers)
+        assert (await raw.head()).status == 200
+        await eventually(metered, lambda server: server.bridge.stream_count == 1)
+        opened = scrape(metered)
+        assert delta(before, opened) == {
+            m("clientmcp_notification_streams", era="legacy"): 1,
+            m("clientmcp_http_responses_total", status="200"): 1,
+        }
+        async with raw_app(metered, "app-s"):
+            assert (await raw.sse_item())[0] == "message"
+            changed = delta(opened, scrape(metered))
+    assert changed[m("clientmcp_list_changed_sent_total")] == 1
