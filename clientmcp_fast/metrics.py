@@ -91,7 +91,7 @@ class BridgeCollector:
             "JSON-RPC messages from agents (batch elements counted alone), by era and method",
             labels=["era", "method"],
         )
-        counts = list(counters.requests)
+        counts = counters.requests_by_method()
         for era_index, era in enumerate(ERAS):
             for method_index, method in enumerate(METHODS):
                 requests.add_metric([era, method], counts[era_index * len(METHODS) + method_index])
@@ -110,7 +110,7 @@ class BridgeCollector:
         calls = CounterMetricFamily(
             "clientmcp_calls", "tools/call requests answered, by outcome", labels=["outcome"]
         )
-        for outcome, count in zip(OUTCOMES, list(counters.calls_ended)):
+        for outcome, count in zip(OUTCOMES, counters.outcomes()):
             calls.add_metric([outcome], count)
         yield calls
         yield _gauge(
@@ -123,7 +123,7 @@ class BridgeCollector:
         )
         buckets = []
         total = 0
-        for bound, count in zip((*DURATION_BUCKETS, float("inf")), list(counters.durations)):
+        for bound, count in zip((*DURATION_BUCKETS, float("inf")), counters.durations()):
             total += count
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), total))
         yield HistogramMetricFamily(

@@ -83,14 +83,33 @@ class Counters:
         "registers_accepted",
         "registers_refused",
         "calls_started",
+        "calls_result",
         "calls_ended",
         "calls_streamed",
-        "durations",
+        "bucket_0",
+        "bucket_1",
+        "bucket_2",
+        "bucket_3",
+        "bucket_4",
+        "bucket_5",
+        "bucket_6",
+        "bucket_7",
+        "bucket_8",
+        "bucket_9",
+        "bucket_10",
+        "bucket_11",
+        "bucket_12",
+        "bucket_13",
+        "bucket_14",
+        "bucket_15",
+        "bucket_16",
         "duration_sum",
         "list_changed_sent",
         "http_responses",
         "responses_200",
         "requests",
+        "legacy_tools_calls",
+        "modern_tools_calls",
         "http_bytes_in",
         "http_bytes_out",
         "websocket_bytes_in",
@@ -105,15 +124,38 @@ class Counters:
         self.registers_accepted = 0
         self.registers_refused = 0
         self.calls_started = 0  # sent to an app
-        self.calls_ended = [0] * len(OUTCOMES)  # every tools/call answered, by outcome
+        # Every tools/call answered, by outcome: the common one in a field of its own, since a
+        # list item's increment makes an int object and frees one (compiled, a field is an add).
+        self.calls_result = 0
+        self.calls_ended = [0] * len(OUTCOMES)
         self.calls_streamed = 0  # ended after their answer became an SSE stream
-        self.durations = [0] * (len(DURATION_BUCKETS) + 1)  # per bucket, not cumulative; last: +Inf
+        # Calls by duration: bucket_N counts those within DURATION_BUCKETS[N] and over the
+        # bound before; the last, those over every bound (fields, for the same reason).
+        self.bucket_0 = 0
+        self.bucket_1 = 0
+        self.bucket_2 = 0
+        self.bucket_3 = 0
+        self.bucket_4 = 0
+        self.bucket_5 = 0
+        self.bucket_6 = 0
+        self.bucket_7 = 0
+        self.bucket_8 = 0
+        self.bucket_9 = 0
+        self.bucket_10 = 0
+        self.bucket_11 = 0
+        self.bucket_12 = 0
+        self.bucket_13 = 0
+        self.bucket_14 = 0
+        self.bucket_15 = 0
+        self.bucket_16 = 0
         self.duration_sum = 0.0
         self.list_changed_sent = 0
         self.http_responses: dict[int, int] = {}  # status -> responses started with it, but 200
         self.responses_200 = 0  # the common status, kept apart: an increment, not a dict update
         # JSON-RPC messages read by the agent endpoint: the legacy era's by method, then the modern's.
         self.requests = [0] * (2 * len(METHODS))
+        self.legacy_tools_calls = 0
+        self.modern_tools_calls = 0
         # Bytes read and written: on HTTP connections (agents, and apps until their upgrade), on apps' WebSockets.
         self.http_bytes_in = 0
         self.http_bytes_out = 0
@@ -129,16 +171,75 @@ class Counters:
 
     def call_ended(self, outcome: int, seconds: float, streamed: bool) -> None:
         """A call sent to an app ended after `seconds`."""
-        self.calls_ended[outcome] += 1
+        if outcome == RESULT:
+            self.calls_result += 1
+        else:
+            self.calls_ended[outcome] += 1
         if streamed:
             self.calls_streamed += 1
         self.duration_sum += seconds
-        index = 0
-        for bound in DURATION_BUCKETS:  # (compiled, each bound is read as a C double)
-            if seconds <= bound:
-                break
-            index += 1
-        self.durations[index] += 1
+        if seconds <= 0.005:
+            self.bucket_0 += 1
+        elif seconds <= 0.01:
+            self.bucket_1 += 1
+        elif seconds <= 0.025:
+            self.bucket_2 += 1
+        elif seconds <= 0.05:
+            self.bucket_3 += 1
+        elif seconds <= 0.1:
+            self.bucket_4 += 1
+        elif seconds <= 0.25:
+            self.bucket_5 += 1
+        elif seconds <= 0.5:
+            self.bucket_6 += 1
+        elif seconds <= 1.0:
+            self.bucket_7 += 1
+        elif seconds <= 2.5:
+            self.bucket_8 += 1
+        elif seconds <= 5.0:
+            self.bucket_9 += 1
+        elif seconds <= 10.0:
+            self.bucket_10 += 1
+        elif seconds <= 30.0:
+            self.bucket_11 += 1
+        elif seconds <= 60.0:
+            self.bucket_12 += 1
+        elif seconds <= 120.0:
+            self.bucket_13 += 1
+        elif seconds <= 300.0:
+            self.bucket_14 += 1
+        elif seconds <= 600.0:
+            self.bucket_15 += 1
+        else:
+            self.bucket_16 += 1
+
+    def outcomes(self) -> list[int]:
+        """Calls answered, by outcome (in the order of OUTCOMES)."""
+        counts = list(self.calls_ended)
+        counts[RESULT] += self.calls_result
+        return counts
+
+    def durations(self) -> list[int]:
+        """Calls by duration bucket, not cumulative (the last: over every bound)."""
+        return [
+            self.bucket_0,
+            self.bucket_1,
+            self.bucket_2,
+            self.bucket_3,
+            self.bucket_4,
+            self.bucket_5,
+            self.bucket_6,
+            self.bucket_7,
+            self.bucket_8,
+            self.bucket_9,
+            self.bucket_10,
+            self.bucket_11,
+            self.bucket_12,
+            self.bucket_13,
+            self.bucket_14,
+            self.bucket_15,
+            self.bucket_16,
+        ]
 
     def responded(self, status: int) -> None:
         """An HTTP response started with `status`."""
@@ -150,10 +251,23 @@ class Counters:
 
     def request(self, modern: bool, method: object) -> None:
         """An agent's JSON-RPC message (a request, a notification or a batch's element) reached its era."""
+        if method == "tools/call":  # the common one, in fields of their own
+            if modern:
+                self.modern_tools_calls += 1
+            else:
+                self.legacy_tools_calls += 1
+            return
         index = _METHOD_INDEX.get(method, _OTHER_METHOD) if type(method) is str else _OTHER_METHOD
         if modern:
             index += len(METHODS)
         self.requests[index] += 1
+
+    def requests_by_method(self) -> list[int]:
+        """Agents' messages: the legacy era's by method (in the order of METHODS), then the modern's."""
+        counts = list(self.requests)
+        counts[_METHOD_INDEX["tools/call"]] += self.legacy_tools_calls
+        counts[len(METHODS) + _METHOD_INDEX["tools/call"]] += self.modern_tools_calls
+        return counts
 
     def responses(self) -> dict[int, int]:
         """HTTP responses started, by status."""
