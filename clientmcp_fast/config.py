@@ -360,4 +360,9 @@ def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Set
         raise ConfigError(
             "--workers above 1 needs --nats: each worker holds its own apps, and only NATS lets one reach another's"
         )
+    if values.get("workers", 1) > 1 and values.get("metrics"):
+        # Each worker would listen on the same metrics address; one listener per worker is to come.
+        raise ConfigError(
+            "--metrics is not supported with --workers above 1 yet: run one process per instance"
+        )
     return Settings(secrets=secrets, signing_secret=signing, limits=settings_limits, **values)

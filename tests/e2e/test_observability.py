@@ -417,6 +417,14 @@ def test_settings_of_logs_and_metrics():
             "CLIENTMCP_METRICS: '99999' is not a TCP port (0 to 65535)",
         ),
         ({"CLIENTMCP_LOG_FORMAT": "xml"}, "CLIENTMCP_LOG_FORMAT: 'xml' is not one of text, json"),
+        (
+            {
+                "CLIENTMCP_METRICS": "127.0.0.1:9464",
+                "CLIENTMCP_WORKERS": "2",
+                "CLIENTMCP_NATS": "nats://127.0.0.1:4222",
+            },
+            "--metrics is not supported with --workers above 1 yet: run one process per instance",
+        ),
     ):
         with pytest.raises(ConfigError) as error:
             load({**env, **bad})
@@ -440,3 +448,53 @@ async def test_a_stream_hears_of_a_register(metered):
             assert (await raw.sse_item())[0] == "message"
             changed = delta(opened, scrape(metered))
     assert changed[m("clientmcp_list_changed_sent_total")] == 1
+
+
+def test_the_command_serves_metrics_and_logs_json():
+    """`clientmcp serve --metrics HOST:PORT --log-format json --log INFO`, as an operator runs it."""
+    import socket
+    import subprocess
+    import time
+
+    from test_cli import CLIENTMCP, SECRET_TEXT, environment, free_port
+
+    port, metrics = free_port(), free_port()
+    env = environment(CLIENTMCP_SECRET=SECRET_TEXT, CLIENTMCP_LOG="INFO", CLIENTMCP_LOG_FORMAT="json")
+    args = [
+        CLIENTMCP,
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--metrics",
+        f"127.0.0.1:{metrics}",
+    ]
+    process = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [json.loads(process.stderr.readline()) for _ in range(2)]
+        assert [line["message"] for line in lines] == [
+            f"metrics on http://127.0.0.1:{metrics}/metrics",
+            f"listening on 127.0.0.1:{port}",
+        ]
+        assert all(line["level"] == "info" and line["event"] == "message" for line in lines)
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=WAIT) as response:
+            assert b"clientmcp_apps_online 0.0" in response.read()
+    finally:
+        process.terminate()
+        process.wait(WAIT)
+    # A metrics address that cannot be listened on stops the bridge as a bad setting does.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        where = f"127.0.0.1:{taken.getsockname()[1]}"
+        started = time.monotonic()
+        result = subprocess.run(
+            [*args[:5], str(free_port()), "--metrics", where],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2 and time.monotonic() - started < 30
+    assert result.stderr == f"clientmcp: error: --metrics: cannot listen on {where}: Address already in use\n"
