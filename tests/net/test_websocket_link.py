@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from clientmcp_fast.core.counters import Counters
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.net.websocket import READ_TURN_BYTES, WebSocketProtocol, WriteQueue
 
@@ -29,7 +30,9 @@ class Transport:
 def link_on(writes: WriteQueue) -> tuple[WebSocketProtocol, Transport]:
     """A WebSocketProtocol of a server whose write queue is `writes`, and its transport."""
     transport = Transport()
-    server = SimpleNamespace(limits=Limits(), time=lambda: 0.0, writes=writes)
+    server = SimpleNamespace(
+        limits=Limits(), time=lambda: 0.0, writes=writes, bridge=SimpleNamespace(counters=Counters())
+    )
     return WebSocketProtocol(server, transport), transport  # type: ignore[arg-type]
 
 
@@ -122,6 +125,7 @@ def test_unsent_data_past_the_soft_limit_congests_and_past_the_hard_limit_overfl
         time=lambda: 0.0,
         writes=WriteQueue([].append),
         loop=SimpleNamespace(time=lambda: 0.0),
+        bridge=SimpleNamespace(counters=Counters()),
     )
     protocol = WebSocketProtocol(server, transport)  # type: ignore[arg-type]
     transport.protocol = protocol
@@ -177,6 +181,7 @@ def reading_link() -> tuple[WebSocketProtocol, ReadingTransport, FeedRecorder, l
         writes=WriteQueue(soon.append),
         loop=loop,
         websocket_closed=lambda p: None,
+        bridge=SimpleNamespace(counters=Counters()),
     )
     protocol = WebSocketProtocol(server, transport)  # type: ignore[arg-type]
     session = FeedRecorder()
