@@ -14,6 +14,7 @@ import sys
 import time
 
 from clientmcp_fast._pure.routing import origin_form
+from clientmcp_fast.core.counters import OUTCOMES
 
 logger = logging.getLogger("clientmcp")
 # Read on hot paths instead of logger.isEnabledFor(DEBUG); kept in step by configure().
@@ -21,21 +22,6 @@ debug_enabled = False
 
 LEVELS = {"error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO, "debug": logging.DEBUG}
 FORMATS = ("text", "json")
-# The outcome names of core.counters.OUTCOMES, repeated so that logging imports nothing of the core.
-_OUTCOMES = (
-    "result",
-    "tool_error",
-    "offline",
-    "not_registered",
-    "unknown_tool",
-    "timeout",
-    "disconnected",
-    "replaced",
-    "cancelled",
-    "busy",
-    "too_large",
-    "shutting_down",
-)
 
 
 def _level_name(record: logging.LogRecord) -> str:
@@ -167,7 +153,7 @@ def call_ended(call: object, outcome: int, seconds: float) -> None:
         tool=_tool_name(getattr(call, "tool", None)),
         era="modern" if getattr(call, "modern", False) else "legacy",
         seconds=round(seconds, 6),
-        outcome=_OUTCOMES[outcome],
+        outcome=OUTCOMES[outcome],
         streamed=bool(getattr(call, "streaming", False)),
     )
 
