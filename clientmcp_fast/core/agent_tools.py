@@ -63,24 +63,18 @@ def tools_call(
         return
     app = bridge.apps.get(context.client_id)
     if app is None:
-        context.tool = name
-        context.modern = modern
-        bridge.refused_call(context, OFFLINE)
+        _refused(bridge, context, name, modern, OFFLINE)
         context.reply(jsonrpc_result(id_json, tool_error(outcomes.OFFLINE, modern)))
         return
     toolset = app.toolset
     if toolset is None:
-        context.tool = name
-        context.modern = modern
-        bridge.refused_call(context, NOT_REGISTERED)
+        _refused(bridge, context, name, modern, NOT_REGISTERED)
         context.reply(jsonrpc_result(id_json, tool_error(outcomes.NOT_REGISTERED, modern)))
         return
     tools = toolset.tools
     tool = tools.get(name)
     if tool is None:
-        context.tool = name
-        context.modern = modern
-        bridge.refused_call(context, UNKNOWN_TOOL)
+        _refused(bridge, context, name, modern, UNKNOWN_TOOL)
         context.fail(error_status, id_json, INVALID_PARAMS, f"Unknown tool: {name}")
         return
     if modern and tool.header_params:
@@ -90,3 +84,10 @@ def tools_call(
             context.fail(400, id_json, HEADER_MISMATCH, problem)
             return
     context.start_call(bridge, app, tool, arguments, modern, id_json, session, now)
+
+
+def _refused(bridge: Bridge, context: Context, name: str, modern: bool, outcome: int) -> None:
+    """Count and log a call answered without reaching an app; the answer is the caller's to send."""
+    context.tool = name
+    context.modern = modern
+    bridge.refused_call(context, outcome)
