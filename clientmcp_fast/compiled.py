@@ -28,4 +28,5 @@ TYPED = (
     "core.agent",
     "net.http",
     "net.websocket",
+    "net.log_lines",
 )

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 import time
+from collections.abc import Callable
 
 from clientmcp_fast._pure.routing import origin_form
 from clientmcp_fast.core.counters import OUTCOMES
+from clientmcp_fast.net.log_lines import CallLog, stamp, text_value
 
 logger = logging.getLogger("clientmcp")
 # Read on hot paths instead of logger.isEnabledFor(DEBUG); kept in step by configure().
@@ -28,24 +29,6 @@ def _level_name(record: logging.LogRecord) -> str:
     return {"WARNING": "warn"}.get(record.levelname, record.levelname.lower())
 
 
-# A text value is quoted as a JSON string when it is empty or holds a space, a quote, `=`,
-# a backslash or a character that is not printable.
-_PLAIN_VALUE = re.compile(r'[^\s"=\\]+')
-
-
-_plain = _PLAIN_VALUE.fullmatch
-
-
-def _text_value(value: object) -> str:
-    kind = type(value)
-    if kind is float:
-        return f"{value:.6f}"  # (a duration: six decimals, as the JSON line rounds it)
-    text = value if kind is str else str(value)
-    if _plain(text) and text.isprintable():  # type: ignore[arg-type]
-        return text  # type: ignore[return-value]
-    return json.dumps(text)
-
-
 class _LineFormatter(logging.Formatter):
     converter = time.gmtime
 
@@ -56,7 +39,7 @@ class _LineFormatter(logging.Formatter):
         fields = getattr(record, "fields", None)
         text = record.getMessage()
         if fields:
-            text += " " + " ".join(f"{name}={_text_value(value)}" for name, value in fields.items())
+            text += " " + " ".join(f"{name}={text_value(value)}" for name, value in fields.items())
         return f"{self.stamp(record)} {_level_name(record)} {text}"
 
 
@@ -85,26 +68,19 @@ class _EventWriter:
     def __init__(self, handler: logging.StreamHandler, json_lines: bool) -> None:
         self.handler = handler
         self.json_lines = json_lines
-        self._second = -1
-        self._prefix = ""
 
     def write(self, level: int, name: str, fields: dict[str, object]) -> None:
-        now = time.time()
-        second = int(now)
-        if second != self._second:
-            self._second = second
-            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        stamp = f"{self._prefix}.{int((now - second) * 1000):03d}Z"
+        when = stamp(time.time())
         level_name = _LEVEL_NAMES[level]
         if self.json_lines:
             line = json.dumps(
-                {"timestamp": stamp, "level": level_name, "event": name, **fields},
+                {"timestamp": when, "level": level_name, "event": name, **fields},
                 ensure_ascii=False,
                 default=str,
             )
         else:
-            line = f"{stamp} {level_name} {name} " + " ".join(
-                [f"{field}={_text_value(value)}" for field, value in fields.items()]
+            line = f"{when} {level_name} {name} " + " ".join(
+                [f"{field}={text_value(value)}" for field, value in fields.items()]
             )
         stream = self.handler.stream
         stream.write(line + "\n")
@@ -139,27 +115,36 @@ def event(level: int, name: str, **fields: object) -> None:
             logger.log(level, name, extra={"event": name, "fields": fields})
 
 
-def calls_logged() -> bool:
-    """Whether a line per call, connect and close is written (`info` or `debug`)."""
-    return logger.isEnabledFor(logging.INFO)
+def call_log(schedule: Callable[[Callable[[], None]], object]) -> CallLog | _CallRecords | None:
+    """What the bridge tells of each finished call (through `schedule`, the loop's call_soon), or None below `info`."""
+    if not logger.isEnabledFor(logging.INFO):
+        return None
+    writer = _writer
+    handlers = logger.handlers
+    if writer is not None and len(handlers) == 1 and handlers[0] is writer.handler:
+        return CallLog(schedule, writer.handler.stream, writer.json_lines)
+    return _CallRecords()  # handlers set by someone else: a record per line, as event() makes
 
 
-def call_ended(call: object, outcome: int, seconds: float) -> None:
-    """The line of a finished tools/call: never its arguments, result or token."""
-    event(
-        logging.INFO,
-        "call",
-        client_id=getattr(call, "client_id", None),
-        tool=_tool_name(getattr(call, "tool", None)),
-        era="modern" if getattr(call, "modern", False) else "legacy",
-        seconds=round(seconds, 6),
-        outcome=OUTCOMES[outcome],
-        streamed=bool(getattr(call, "streaming", False)),
-    )
+class _CallRecords:
+    """The `call` events as logging records, for handlers the bridge did not set (an embedding program's)."""
 
+    def ended(self, call: object, outcome: int, seconds: float) -> None:
+        """A tools/call was answered: its record now."""
+        tool = getattr(call, "tool", None)
+        event(
+            logging.INFO,
+            "call",
+            client_id=getattr(call, "client_id", None),
+            tool=tool if tool is None or tool.__class__ is str else tool.name,
+            era="modern" if getattr(call, "modern", False) else "legacy",
+            seconds=round(seconds, 6),
+            outcome=OUTCOMES[outcome],
+            streamed=bool(getattr(call, "streaming", False)),
+        )
 
-def _tool_name(tool: object) -> object:
-    return tool if tool is None or isinstance(tool, str) else getattr(tool, "name", None)
+    def flush(self) -> None:
+        """Nothing is held back."""
 
 
 def redact_target(target: bytes) -> str:

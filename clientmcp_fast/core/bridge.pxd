@@ -25,7 +25,7 @@ cdef class Bridge:
     cdef public set _announcing
     cdef public object directory
     cdef public Counters counters
-    cdef public bint _log_calls
+    cdef public object call_log
 
     cpdef complete(self, Call call, result, has_result_type)
     cpdef start_call(self, app, tool, arguments, Call call, now)

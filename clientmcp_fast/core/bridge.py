@@ -27,7 +27,6 @@ from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES, Limits
 from clientmcp_fast.core.messages import cancel_message
 from clientmcp_fast.core.register import EMPTY_TOOLSET, Tool, ToolSet
 from clientmcp_fast.core.tokens import TokenVerifier
-from clientmcp_fast.log import call_ended, calls_logged
 from clientmcp_fast.speedups import call_message
 
 if TYPE_CHECKING:
@@ -53,6 +52,13 @@ class NotificationStream(Protocol):
         """The bridge ends the stream on its own (shutdown)."""
 
 
+class CallLog(Protocol):
+    """Where each finished tools/call is told, for its log line (clientmcp_fast/log.py writes them)."""
+
+    def ended(self, call: object, outcome: int, seconds: float) -> None:
+        """The call ended with `outcome` (core/counters.py) after `seconds`; 0 if it never reached an app."""
+
+
 class Bridge:
     """Online apps by client ID, their tool sets and calls, and who listens for changes."""
 
@@ -74,7 +80,7 @@ class Bridge:
         "_announcing",
         "directory",
         "counters",
-        "_log_calls",
+        "call_log",
     )
 
     def __init__(
@@ -108,7 +114,7 @@ class Bridge:
         # each connection that takes, registers or leaves a client ID, never called per call.
         self.directory: Directory | None = None
         self.counters = Counters()  # read by the metrics collector (docs/operations.md)
-        self._log_calls = calls_logged()
+        self.call_log: CallLog | None = None  # set by the I/O side when a line per call is logged
 
     # -- apps -------------------------------------------------------------------------------
 
@@ -209,14 +215,14 @@ class Bridge:
         timeout = self.calls.timeout
         seconds = now - deadline + timeout
         self.counters.call_ended(outcome, seconds, call.streaming)
-        if self._log_calls:
-            call_ended(call, outcome, seconds)
+        if self.call_log is not None:
+            self.call_log.ended(call, outcome, seconds)
 
     def refused_call(self, call: object, outcome: int) -> None:
         """A tools/call answered without reaching an app (offline, no register, unknown tool, busy)."""
         self.counters.calls_ended[outcome] += 1
-        if self._log_calls:
-            call_ended(call, outcome, 0.0)
+        if self.call_log is not None:
+            self.call_log.ended(call, outcome, 0.0)
 
     # -- notification streams ---------------------------------------------------------------
 

@@ -98,7 +98,7 @@ class AppChannel(MessageHandler):
             self.close(4401, str(error))
             return
         self.client_id = client_id
-        if bridge._log_calls:
+        if bridge.call_log is not None:  # info: a line per connect and close too
             event(logging.INFO, "app_connected", client_id=client_id)
         bridge.attach(self, now)
 
@@ -146,7 +146,7 @@ class AppChannel(MessageHandler):
         bridge = self.bridge
         bridge.counters.closed(code)
         if self.client_id is not None:
-            if bridge._log_calls:
+            if bridge.call_log is not None:
                 event(logging.INFO, "app_closed", client_id=self.client_id, code=code, reason=reason)
             bridge.detach(self)
 

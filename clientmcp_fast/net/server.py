@@ -11,6 +11,7 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
+from clientmcp_fast import log
 from clientmcp_fast.config import ConfigError, Settings, address_text
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.bridge import Bridge
@@ -102,6 +103,7 @@ class Server:
         self.verifier = TokenVerifier(settings.secrets)
         self._sync_wall_clock()
         self.bridge = Bridge(self.limits, self.verifier, self.wake, app_connection_limit(self.limits))
+        self.bridge.call_log = log.call_log(self.loop.call_soon)
         self.agents = AgentEndpoint(self.bridge, self.verifier, settings.allowed_origins)
         self.http_connections: set[HttpProtocol] = set()
         self.websockets: set[WebSocketProtocol] = set()
@@ -322,4 +324,6 @@ class Server:
             await self.metrics.stop()
         if self._listener is not None:
             await self._listener.wait_closed()
+        if self.bridge.call_log is not None:
+            self.bridge.call_log.flush()
         logger.info("stopped")
