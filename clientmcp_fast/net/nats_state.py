@@ -351,7 +351,8 @@ class NatsGenerationFollower:
         self.generations.replace(rows)
         self.generations.attach(self._verifier)
         self._task = self._loop.create_task(self._follow(watcher))
-        logger.info("token generations kept in NATS bucket %s (%d raised)", BUCKET, len(rows))
+        raised = sum(len(table) for table in self.generations.tables.values())
+        logger.info("token generations kept in NATS bucket %s (%d raised)", BUCKET, raised)
 
     async def _follow(self, watcher: Any) -> None:
         """Apply each change the watcher brings, until it is stopped."""
