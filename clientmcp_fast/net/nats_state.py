@@ -151,7 +151,7 @@ async def open_bucket(nc: Any, urls: tuple[str, ...]) -> Any:
             pass
         try:
             # history=1: only the current generation is kept; an operator may create the bucket
-            # first with the replicas a NATS cluster wants (docs/scaling.md, Settings).
+            # first with the replicas a NATS cluster wants (docs/configuration.md, Generations in a cluster).
             return await js.create_key_value(
                 bucket=BUCKET, history=1, description="clientmcp token generations"
             )

@@ -341,3 +341,47 @@ def test_the_proxy_of_these_tests_cuts_and_restores():
     finally:
         proxy.close()
         server.stop()
+
+
+# -- the bucket as the command line uses it ------------------------------------------------------------
+
+
+def test_the_bucket_store_counts_concurrent_revokes_and_tells_its_changes(nats_server):
+    """Two writers at once both count (compare-and-set on the key's revision); `changed` sees the other's."""
+    from clientmcp_fast.net.nats_state import NatsBucketStore, NatsStateError, generation_key
+
+    stores = [NatsBucketStore((nats_server.url,)) for _ in range(3)]
+    watcher, first, second = stores
+    try:
+        assert watcher.rows() == [] and not watcher.changed()
+        raised: list[int] = []
+        threads = [
+            threading.Thread(
+                target=lambda s=s: raised.extend(s.raise_generation("client", "a.b") for _ in range(15))
+            )
+            for s in (first, second)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert sorted(raised) == list(range(1, 31))
+        assert watcher.current("client", "a.b") == 30 and watcher.current("agent", "a.b") == 0
+        assert watcher.changed() and not watcher.changed()
+        assert first.raise_generation("agent", "a") == 1
+        assert watcher.changed()
+        assert sorted(watcher.rows()) == [("agent", "a", 1), ("client", "a.b", 30)]
+        # What no bridge writes is read as nothing, and a key holding no generation stops a revoke.
+        first._run(first._kv.put("robot.61", b"1"))
+        first._run(first._kv.put(generation_key("agent", "x"), b"-1"))
+        assert sorted(watcher.rows()) == [("agent", "a", 1), ("client", "a.b", 30)]
+        with pytest.raises(
+            NatsStateError, match=r"key agent\.78 of bucket clientmcp_generations holds b'-1'"
+        ):
+            watcher.raise_generation("agent", "x")
+        first._run(first._kv.delete(generation_key("client", "a.b")))
+        assert watcher.current("client", "a.b") == 0  # deleted: its old tokens are back
+        assert first.raise_generation("client", "a.b") == 1
+    finally:
+        for store in stores:
+            store.close()
