@@ -16,6 +16,7 @@ Used only with `--state nats`; a single process never imports it (nor nats-py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 from typing import TYPE_CHECKING, Any
@@ -407,12 +408,16 @@ class NatsGenerationFollower:
     async def close(self) -> None:
         """Stop watching and leave NATS."""
         self._stopping = True
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            # Awaited: the bridge's loop stops soon after, and a task it never resumed is reported.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
         if self._watcher is not None:
             await _stop(self._watcher)
             self._watcher = None
+            await asyncio.sleep(0)  # the watcher's heartbeat tasks, cancelled by stop(), end now
         if self._nc is not None and not self._nc.is_closed:
             try:
                 await asyncio.wait_for(self._nc.close(), REQUEST_TIMEOUT_SECONDS)

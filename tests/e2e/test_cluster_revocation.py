@@ -250,11 +250,19 @@ class CuttableProxy:
     def cut(self) -> None:
         self._run(self._cut())
 
-    def close(self) -> None:
+    async def _close(self) -> None:
         with contextlib.suppress(Exception):
-            self.cut()
+            await self._cut()
+        relays = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in relays:
+            task.cancel()
+        await asyncio.gather(*relays, return_exceptions=True)
+
+    def close(self) -> None:
+        self._run(self._close())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5)
+        self.loop.close()
 
 
 async def test_an_instance_cut_from_nats_keeps_its_generations_and_catches_up_when_back(
