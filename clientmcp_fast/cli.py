@@ -29,6 +29,10 @@ _SECRETS_NOTE = (
     "The secret comes from CLIENTMCP_SECRET (or CLIENTMCP_SECRETS, comma-separated, for rotation), "
     "never from a flag, since a command line shows in `ps`; every flag can also be set as CLIENTMCP_<FLAG>."
 )
+_NATS_HELP = (
+    "with --state nats: the NATS URLs, comma-separated (or CLIENTMCP_NATS, where credentials belong; "
+    "CLIENTMCP_NATS_CREDS names a creds file)"
+)
 # A value that starts with a dash and a digit (`-5m`, `-1`): a value, never an option of ours.
 _DASHED_VALUE = re.compile(r"-\d")
 
@@ -95,21 +99,28 @@ def _parser() -> argparse.ArgumentParser:
         "--state",
         default=argparse.SUPPRESS,
         metavar="PATH",
-        help="with a state file (or CLIENTMCP_STATE), the token carries the current generation, "
-        "named on stderr",
+        help="with a state file, or `nats` (or CLIENTMCP_STATE), the token carries the current "
+        "generation, named on stderr",
     )
+    token.add_argument("--nats", default=argparse.SUPPRESS, metavar="URLS", help=_NATS_HELP)
     revoke = commands.add_parser(
         "revoke",
         help="revoke every token of an ID and role: raises its generation, prints the new one",
-        description="Raises the generation of ID in ROLE in the state file (--state or CLIENTMCP_STATE), "
-        "which a bridge using the same file follows within 0.1 s: its tokens minted before are refused "
-        "from then on, and an app connected with one is closed with 4401. No secret is needed.",
+        description="Raises the generation of ID in ROLE in the state store (--state or CLIENTMCP_STATE: "
+        "a state file, or `nats` for the cluster's bucket on --nats or CLIENTMCP_NATS), which every bridge "
+        "using the same store follows (a file within 0.1 s, the bucket within a NATS round trip): its "
+        "tokens minted before are refused from then on, and an app connected with one is closed with "
+        "4401. No secret is needed.",
     )
     revoke.add_argument("role", choices=("client", "agent"), help="which tokens: the app's or the agents'")
     revoke.add_argument("client_id", metavar="ID", help="the client ID (1-128 of A-Z a-z 0-9 _ - . : @)")
     revoke.add_argument(
-        "--state", default=argparse.SUPPRESS, metavar="PATH", help="the state file (or CLIENTMCP_STATE)"
+        "--state",
+        default=argparse.SUPPRESS,
+        metavar="PATH",
+        help="the state file, or `nats` for the cluster's bucket (or CLIENTMCP_STATE)",
     )
+    revoke.add_argument("--nats", default=argparse.SUPPRESS, metavar="URLS", help=_NATS_HELP)
     health = commands.add_parser(
         "health",
         help="exit 0 if a bridge answers /healthz with ok, else 1 with the reason (for health checks)",
@@ -199,11 +210,14 @@ def _token(flags: argparse.Namespace) -> int:
     generation = None
     path = _state_path(flags)
     if path is not None:
-        generation = _with_store(path, lambda store: store.current(flags.role, flags.client_id))
-        if generation is None:
+        read = _with_store(
+            path, flags, lambda store: (store.current(flags.role, flags.client_id), store.path)
+        )
+        if read is None:
             return 1
+        generation, where = read
         print(
-            f"clientmcp: {flags.role} generation {generation} of {flags.client_id} (from {path})",
+            f"clientmcp: {flags.role} generation {generation} of {flags.client_id} (from {where})",
             file=sys.stderr,
         )
     print(mint(signing, flags.role, flags.client_id, ttl, time.time(), gen=generation))
@@ -213,10 +227,12 @@ def _token(flags: argparse.Namespace) -> int:
 def _revoke(flags: argparse.Namespace) -> int:
     path = _state_path(flags)
     if path is None:
-        raise ConfigError("revoke needs the state file of the bridge: set CLIENTMCP_STATE or --state")
+        raise ConfigError(
+            "revoke needs the state file of the bridge, or `nats` for its cluster's: set CLIENTMCP_STATE or --state"
+        )
     if not CLIENT_ID_PATTERN.fullmatch(flags.client_id):
         raise ConfigError("ID must be 1-128 characters of A-Z a-z 0-9 _ - . : @")
-    generation = _with_store(path, lambda store: store.raise_generation(flags.role, flags.client_id))
+    generation = _with_store(path, flags, lambda store: store.raise_generation(flags.role, flags.client_id))
     if generation is None:
         return 1
     print(generation)
@@ -229,16 +245,18 @@ def _state_path(flags: argparse.Namespace) -> str | None:
     return state_path(os.environ, flags)
 
 
-def _with_store(path: str, work) -> int | None:  # work: GenerationStore -> int (state.py, imported late)
-    """`work(store)` on the state store at `path`; None after saying why it failed (exit 1).
+def _with_store(path: str, flags: argparse.Namespace, work):  # work: GenerationStore -> T (state.py)
+    """`work(store)` on the state store `path` names; None after saying why it failed (exit 1).
 
-    A store that cannot be opened is a bad setting (ConfigError, exit 2); one that opens and
-    then fails (another writer holding it past the busy timeout) may work when run again.
+    A store that cannot be opened is a bad setting (ConfigError, exit 2): a file that is not
+    one, NATS unreachable or without JetStream. One that opens and then fails (another writer
+    holding the file past the busy timeout, NATS lost) may work when run again.
     """
+    from clientmcp_fast.config import nats_urls
     from clientmcp_fast.state import StoreError, open_store
 
     try:
-        store = open_store(path)
+        store = open_store(path, nats_urls(os.environ, flags))
     except StoreError as error:
         raise ConfigError(str(error)) from None
     try:

@@ -108,10 +108,13 @@ def _metrics_address(text: str) -> tuple[str, int] | None:
 
 
 def _state_path(text: str) -> str | None:
-    """A state file's path; an empty value means none (generations off)."""
+    """A state file's path, or `nats` (the cluster's bucket); an empty value means none (generations off)."""
     return text.strip() or None
 
 
+# `--state nats`: token generations in the `--nats` cluster's JetStream bucket (net/nats_state.py);
+# a file of that name is `--state ./nats`.
+STATE_NATS = "nats"
 _NATS_SCHEMES = ("nats://", "tls://", "ws://", "wss://")
 
 
@@ -169,7 +172,8 @@ OPTIONS = (
     Option(
         "state",
         _state_path,
-        "SQLite file of token generations, for `clientmcp revoke` (default: none, gen is ignored)",
+        "token generations, for `clientmcp revoke`: a SQLite file's PATH, or `nats` for the --nats "
+        "cluster's JetStream bucket (default: none, gen is ignored)",
         "settings",
     ),
     Option(
@@ -251,7 +255,8 @@ class Settings:
     log_format: str = "text"
     # Where the Prometheus metrics listener listens (docs/operations.md); None: no listener.
     metrics: tuple[str, int] | None = None
-    # A state file keeping token generations (clientmcp_fast/state.py); None: gen is ignored.
+    # Where token generations are kept: a state file (clientmcp_fast/state.py), or `nats`, the
+    # cluster's bucket (net/nats_state.py); None: gen is ignored.
     state: str | None = None
     # NATS servers of a cluster of bridges (net/nats.py); empty: a single process.
     nats: tuple[str, ...] = ()
@@ -327,9 +332,15 @@ def listen_address(env: Mapping[str, str]) -> tuple[str, int]:
 
 
 def state_path(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> str | None:
-    """The state file `--state` or CLIENTMCP_STATE names, or None (no secret needed)."""
+    """The state file `--state` or CLIENTMCP_STATE names, `nats`, or None (no secret needed)."""
     parsed = _parsed(env, flags, tuple(option for option in OPTIONS if option.name == "state"))
     return next(iter(parsed.values()), None)
+
+
+def nats_urls(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> tuple[str, ...]:
+    """The NATS URLs `--nats` or CLIENTMCP_NATS names, or () (no secret needed)."""
+    parsed = _parsed(env, flags, tuple(option for option in OPTIONS if option.name == "nats"))
+    return next(iter(parsed.values()), ())
 
 
 def address_text(host: str, port: int) -> str:
@@ -360,6 +371,8 @@ def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Set
         raise ConfigError(
             "--workers above 1 needs --nats: each worker holds its own apps, and only NATS lets one reach another's"
         )
+    if values.get("state") == STATE_NATS and not values.get("nats"):
+        raise ConfigError("--state nats keeps token generations in the cluster's NATS: it needs --nats")
     if values.get("workers", 1) > 1 and values.get("metrics"):
         # Each worker would listen on the same metrics address; one listener per worker is to come.
         raise ConfigError(

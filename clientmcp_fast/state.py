@@ -3,8 +3,9 @@
 A store is a small interface, `GenerationStore`: read every row, tell cheaply whether anything
 changed since, read one generation, raise one. `SqliteStore` is the one-process store, a
 SQLite file (`--state PATH`) shared by the bridge and `clientmcp revoke` / `clientmcp token`.
-A cluster's store (a NATS JetStream key-value bucket, watched) would be a second
-implementation of the same interface; it is not written yet.
+A cluster's store, a NATS JetStream key-value bucket (`--state nats`), is the second
+implementation, `NatsBucketStore` in net/nats_state.py, which a bridge follows by watching the
+bucket (`NatsGenerationFollower` there) rather than by polling.
 
 The core keeps the table in memory (core/generations.py) and never reads the file:
 `GenerationFollower` polls the store on a timer of the event loop and hands changes in.
@@ -17,8 +18,10 @@ import os
 import sqlite3
 from typing import TYPE_CHECKING, Protocol
 
+from clientmcp_fast.config import STATE_NATS
+from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.generations import MAX_GENERATION, Generations, close_revoked_apps
-from clientmcp_fast.core.tokens import ROLES, TokenVerifier
+from clientmcp_fast.core.tokens import ROLE_CLIENT, ROLES, TokenVerifier
 from clientmcp_fast.log import logger
 
 if TYPE_CHECKING:
@@ -48,6 +51,8 @@ class StoreError(Exception):
 
 class GenerationStore(Protocol):
     """Where generations live, shared by every bridge and `clientmcp` command that names it."""
+
+    path: str  # where it is, as messages name it: the file's path, or the bucket
 
     def rows(self) -> list[tuple[str, str, int]]:
         """Every generation kept, as (role, client ID, generation); absent ones are 0."""
@@ -171,9 +176,31 @@ def _open(path: str) -> tuple[sqlite3.Connection, tuple[int, int]]:
         raise StoreError(f"state file {path}: {error}") from None
 
 
-def open_store(path: str) -> GenerationStore:
-    """The store a `--state` value names; raises StoreError when it cannot be used."""
+def open_store(path: str, nats_urls: tuple[str, ...] = ()) -> GenerationStore:
+    """The store a `--state` value names (`nats`: the bucket on `nats_urls`); StoreError if unusable."""
+    if path == STATE_NATS:
+        from clientmcp_fast.net.nats_state import NatsBucketStore  # nats-py only with --state nats
+
+        return NatsBucketStore(nats_urls)
     return SqliteStore(path)
+
+
+def announce_changes(generations: Generations, bridge: Bridge, changed: list[tuple[str, str]]) -> None:
+    """Log the generations that changed and close with 4401 the apps connected here that they revoke.
+
+    In a cluster an app held by another instance is closed there, by that instance's own follower.
+    """
+    if len(changed) > LOGGED_CHANGES:  # a file replaced, a bucket re-read: one line, not one per row
+        logger.info("%d generations changed in the state store", len(changed))
+    for role, client_id in changed[:LOGGED_CHANGES]:
+        logger.info("%s generation of %s is now %d", role, client_id, generations.current(role, client_id))
+    local = {}
+    for role, client_id in changed:
+        app = bridge.apps.get(client_id) if role == ROLE_CLIENT else None
+        if isinstance(app, AppChannel):
+            local[client_id] = app
+    for client_id in close_revoked_apps(local, changed):
+        logger.info("app %s closed: its token was revoked", client_id)
 
 
 class GenerationFollower:
@@ -227,17 +254,7 @@ class GenerationFollower:
         self._recovered()
         changed = self.generations.replace(rows)
         if changed:
-            if len(changed) > LOGGED_CHANGES:  # a file replaced: one line, not one per row
-                logger.info("%d generations changed in the state file", len(changed))
-            for role, client_id in changed[:LOGGED_CHANGES]:
-                logger.info(
-                    "%s generation of %s is now %d",
-                    role,
-                    client_id,
-                    self.generations.current(role, client_id),
-                )
-            for client_id in close_revoked_apps(self._bridge.apps, changed):
-                logger.info("app %s closed: its token was revoked", client_id)
+            announce_changes(self.generations, self._bridge, changed)
 
     def _recovered(self) -> None:
         if self._failing:
@@ -249,3 +266,7 @@ class GenerationFollower:
             self._timer.cancel()
             self._timer = None
         self.store.close()
+
+    async def close(self) -> None:
+        """Stop following and release the store (the same call as the NATS follower's)."""
+        self.stop()

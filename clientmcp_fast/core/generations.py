@@ -66,6 +66,26 @@ class Generations:
             self.tables[role] = fresh[role]  # in place: the verifier holds `tables`
         return changed
 
+    def update(self, rows: Iterable[tuple[str, str, int]]) -> list[tuple[str, str]]:
+        """Take each row `(role, client ID, generation)` as a change, the rest kept; the pairs that changed.
+
+        For a store that tells its changes one by one (a watched bucket), where `replace` would
+        rebuild the whole table for each. Rows that `replace` skips are skipped here too.
+        """
+        changed = []
+        for role, client_id, generation in rows:
+            table = self.tables.get(role)
+            if table is None or type(generation) is not int or not 0 <= generation <= MAX_GENERATION:
+                continue
+            if table.get(client_id, 0) == generation:
+                continue
+            if generation:
+                table[client_id] = generation
+            else:
+                del table[client_id]  # no zeros kept (see the class)
+            changed.append((role, client_id))
+        return changed
+
 
 def _differing(old: Mapping[str, int], new: Mapping[str, int]) -> list[str]:
     return [

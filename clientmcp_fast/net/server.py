@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from clientmcp_fast.core.limits import Limits
     from clientmcp_fast.metrics import MetricsListener
     from clientmcp_fast.net.nats import NatsCluster
+    from clientmcp_fast.net.nats_state import NatsGenerationFollower
     from clientmcp_fast.state import GenerationFollower
 
 SHUTDOWN_GRACE_SECONDS = 4.0
@@ -71,17 +72,27 @@ def listen_failure(error: OSError) -> str:
     return os.strerror(error.errno)
 
 
-def _follow_generations(server: Server) -> GenerationFollower:
+async def _follow_generations(server: Server) -> GenerationFollower | NatsGenerationFollower:
     """Token generations from the state store, followed from now on (docs/configuration.md, Revocation).
 
     A store that cannot be used stops the bridge before it serves, as a bad setting does: a
     bridge that ignored the store would accept every revoked token.
     """
+    from clientmcp_fast.config import STATE_NATS
     from clientmcp_fast.state import GenerationFollower, StoreError, open_store  # sqlite3 only when used
 
+    if server.settings.state == STATE_NATS:
+        from clientmcp_fast.net.nats_state import NatsGenerationFollower  # nats-py only then
+
+        watcher = NatsGenerationFollower(server.settings.nats, server.verifier, server.bridge, server.loop)
+        try:
+            await watcher.start()
+        except StoreError as error:
+            raise ConfigError(str(error)) from None
+        return watcher
     try:
         follower = GenerationFollower(
-            open_store(server.settings.state),
+            open_store(server.settings.state),  # type: ignore[arg-type]
             server.verifier,
             server.bridge,
             server.loop,  # type: ignore[arg-type]
@@ -121,7 +132,8 @@ class Server:
         self._files_out = False  # no descriptor left, as of the last look
         self._files_warned = False  # and that episode was logged
         self._files_warned_at: float | None = None
-        self.generations: GenerationFollower | None = None  # with a state store (--state)
+        # with a state store (--state): a file, or the cluster's bucket
+        self.generations: GenerationFollower | NatsGenerationFollower | None = None
         self.cluster: NatsCluster | None = None  # with --nats (docs/scaling.md)
         self.metrics: MetricsListener | None = None  # with --metrics (docs/operations.md)
 
@@ -129,7 +141,7 @@ class Server:
         """Listen; `port` is the bound port afterwards (useful with port 0)."""
         host = self.settings.host
         if self.settings.state is not None and self.generations is None:
-            self.generations = _follow_generations(self)
+            self.generations = await _follow_generations(self)
         try:
             self._listener = await self.loop.create_server(
                 lambda: HttpProtocol(self),
@@ -141,7 +153,7 @@ class Server:
             )
         except OSError as error:
             if self.generations is not None:
-                self.generations.stop()
+                await self.generations.close()
                 self.generations = None
             # A port taken, an address not on this machine, a name that does not resolve: the
             # operator changes a setting, so it is reported and exits as a bad setting does.
@@ -168,7 +180,7 @@ class Server:
         except OSError as error:
             self._listener.close()  # type: ignore[union-attr]
             if self.generations is not None:
-                self.generations.stop()
+                await self.generations.close()
                 self.generations = None
             where = address_text(host, port)
             raise ConfigError(f"--metrics: cannot listen on {where}: {listen_failure(error)}") from None
@@ -317,7 +329,7 @@ class Server:
             if handle is not None:
                 handle.cancel()
         if self.generations is not None:
-            self.generations.stop()
+            await self.generations.close()
         if self.cluster is not None:
             await self.cluster.stop()
         if self.metrics is not None:

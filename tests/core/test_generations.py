@@ -223,6 +223,21 @@ def test_replace_skips_rows_that_are_not_generations():
     assert generations.tables == {"client": {}, "agent": {"e": 2}}
 
 
+def test_update_changes_only_the_rows_given_in_the_table_the_verifier_holds():
+    """A watched store's changes one by one (a NATS bucket): the rest is kept, zeros are not."""
+    generations = Generations([("client", "a", 1), ("agent", "b", 2)])
+    verifier = TokenVerifier([SECRET])
+    generations.attach(verifier)
+    assert generations.update([("client", "c", 1), ("agent", "b", 2)]) == [("client", "c")]
+    assert generations.update([("client", "a", 0), ("agent", "b", 3)]) == [("client", "a"), ("agent", "b")]
+    assert generations.update([("client", "z", 0)]) == []  # absent is 0 already
+    assert verifier.generations is generations.tables
+    assert verifier.generations == {"client": {"c": 1}, "agent": {"b": 3}}
+    skipped = [("client", "a", -1), ("client", "b", "2"), ("client", "c", True), ("robot", "d", 1)]
+    assert generations.update(skipped) == []
+    assert generations.tables == {"client": {"c": 1}, "agent": {"b": 3}}
+
+
 def test_a_raised_client_generation_closes_the_connected_app_with_4401():
     generations = Generations()
     bridge = bridge_with(generations)

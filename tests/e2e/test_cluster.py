@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -61,19 +62,27 @@ def _free_port() -> int:
 
 
 class NatsServer:
-    """A nats-server on 127.0.0.1, started and stopped by the tests (it may be stopped and started again)."""
+    """A nats-server on 127.0.0.1, started and stopped by the tests (it may be stopped and started again).
 
-    def __init__(self) -> None:
+    With JetStream (`-js`) unless told otherwise, for `--state nats`
+    (docs/configuration.md, Revocation); its store directory outlives a stop and a start, as a
+    server's disk does.
+    """
+
+    def __init__(self, jetstream: bool = True) -> None:
         self.port = _free_port()
         self.process: subprocess.Popen[bytes] | None = None
+        self.jetstream = jetstream
+        self._store = tempfile.TemporaryDirectory(prefix="nats-js-")
 
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        jetstream = ["-js", "-sd", self._store.name] if self.jetstream else []
         self.process = subprocess.Popen(
-            [NATS_SERVER, "-a", "127.0.0.1", "-p", str(self.port)],
+            [NATS_SERVER, "-a", "127.0.0.1", "-p", str(self.port), *jetstream],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -36,6 +36,7 @@ RUN_BY = {
     "agent_sdk.py": "test_the_agents_use_the_demo",
     "agent_curl.sh": "test_the_agents_use_the_demo",
     "backend_token.py": "test_a_backend_mints_with_the_current_generation",
+    "backend_token_nats.py": "test_a_backend_mints_with_the_generation_of_the_clusters_bucket",
 }
 FENCE = re.compile(r"^```(\S*)[ \t]*(\S*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 WAIT = 20.0
@@ -306,3 +307,38 @@ def test_a_backend_mints_with_the_current_generation(tmp_path: Path):
     verifier.generations = {"client": {"my-app": 3}, "agent": {}}
     with pytest.raises(TokenError, match="^token revoked: gen 2, the current generation is 3$"):
         verifier.verify(token, "client", time.time())
+
+
+def test_a_backend_mints_with_the_generation_of_the_clusters_bucket():
+    """docs/configuration.md, Generations in a cluster: the backend reads the key `clientmcp revoke` wrote."""
+    pytest.importorskip("nats", reason="--state nats needs nats-py")
+    from test_cluster import NatsServer
+
+    secret = "examples-backend-secret-0123456789abcdef"
+    nats_server = NatsServer()
+    nats_server.start()
+    try:
+
+        def revoke(client_id: str) -> None:
+            subprocess.run(
+                [str(CLIENTMCP), "revoke", "client", client_id],
+                env=environment(CLIENTMCP_STATE="nats", CLIENTMCP_NATS=nats_server.url),
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+
+        revoke("another-app")  # the bucket exists, as a bridge with --state nats makes it
+        fresh = run_example("backend_token_nats.py", CLIENTMCP_SECRET=secret, CLIENTMCP_NATS=nats_server.url)
+        revoke("my-app")
+        revoke("my-app")
+        token = run_example("backend_token_nats.py", CLIENTMCP_SECRET=secret, CLIENTMCP_NATS=nats_server.url)
+    finally:
+        nats_server.stop()
+    verifier = TokenVerifier([secret.encode()])
+    verifier.generations = {"client": {}, "agent": {}}
+    assert verifier.verify(fresh.stdout.strip(), "client", time.time()) == "my-app"  # no key yet: 0
+    verifier.generations = {"client": {"my-app": 2}, "agent": {}}
+    assert verifier.verify(token.stdout.strip(), "client", time.time()) == "my-app"
+    with pytest.raises(TokenError, match="^token revoked: gen 0, the current generation is 2$"):
+        verifier.verify(fresh.stdout.strip(), "client", time.time())

@@ -1,0 +1,112 @@
+"""The keys and values of the generations bucket (net/nats_state.py; docs/configuration.md, Revocation).
+
+A key is `role.<hex of the client ID's UTF-8>`: every client ID the protocol allows (ClientMCP
+v1 §2: 1-128 of `A-Z a-z 0-9 _ - . : @`) gets one key that NATS accepts, no two IDs share one,
+and no ID's `.` makes a key of another role or a wildcard. A value is the generation in ASCII.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from clientmcp_fast.core.generations import MAX_GENERATION
+from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN
+from clientmcp_fast.net.nats_state import (
+    generation_key,
+    generation_value,
+    key_fields,
+    parse_generation,
+    where,
+)
+
+# nats-py's own check of a key, as `put` and `update` apply it (the server takes the same alphabet).
+nats_kv = pytest.importorskip("nats.js.kv", reason="--state nats needs nats-py")
+
+
+CLIENT_IDS = [
+    "alice",
+    "a",
+    "a.b",
+    "a.b.c",
+    "a_b",
+    "a:b",
+    "a@b",
+    "a-b",
+    ".",
+    "..",
+    ">",  # not a client ID, but never a wildcard either (checked below)
+    "team.one:user@example-app_1",
+    "Z" * 128,
+    "0",
+]
+
+
+@pytest.mark.parametrize("role", ["client", "agent"])
+def test_every_client_id_has_one_valid_key_that_reads_back(role):
+    keys = set()
+    for client_id in CLIENT_IDS:
+        key = generation_key(role, client_id)
+        assert nats_kv._is_key_valid(key), key  # what nats-py and the server accept
+        assert key.count(".") == 1 and not key.endswith(("*", ">"))
+        if CLIENT_ID_PATTERN.fullmatch(client_id):
+            assert key_fields(key) == (role, client_id)
+        else:
+            assert key_fields(key) is None
+        keys.add(key)
+    assert len(keys) == len(CLIENT_IDS)
+
+
+def test_the_key_is_the_role_and_the_hex_of_the_id():
+    assert generation_key("client", "alice") == "client.616c696365"
+    assert generation_key("agent", "a.b") == "agent.612e62"
+    assert generation_key("client", "a") != generation_key("agent", "a")
+    with pytest.raises(ValueError):
+        generation_key("robot", "alice")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "client",
+        "client.",
+        "robot.61",
+        "Client.61",
+        "client.6",  # odd length
+        "client.6G",
+        "client.6C",  # upper case: not the spelling this bridge writes
+        "client.61.62",
+        "client.2020",  # two spaces: not a client ID
+        "client.ff",  # not UTF-8
+        "client.c3a9",  # "é": UTF-8, not a client ID
+        "agent." + "61" * 129,  # 129 characters
+    ],
+)
+def test_keys_this_bridge_never_writes_are_not_read(key):
+    assert key_fields(key) is None
+
+
+def test_values_are_plain_decimal_generations():
+    assert generation_value(0) == b"0"
+    assert generation_value(17) == b"17"
+    for generation in (0, 1, 17, MAX_GENERATION):
+        assert parse_generation(generation_value(generation)) == generation
+    for value in (
+        None,
+        b"",
+        b"-1",
+        b"+1",
+        b"01",
+        b"1.0",
+        b" 1",
+        b"1\n",
+        b"one",
+        b"\xff",
+        str(MAX_GENERATION + 1).encode(),
+    ):
+        assert parse_generation(value) is None, value
+
+
+def test_servers_are_named_without_credentials():
+    assert where(("nats://user:secret@10.0.0.1:4222", "tls://token@[::1]:4443", "nats://h:4222")) == (
+        "nats://10.0.0.1:4222, tls://[::1]:4443, nats://h:4222"
+    )
