@@ -82,7 +82,7 @@ from clientmcp_fast._pure.routing import (  # noqa: E402
     ROUTE_MCP,
     ROUTE_NOT_FOUND,
 )
-from clientmcp_fast._pure.splice import NOT_TEXT, SHAPE_BAD, SHAPE_CONTENT, SHAPE_TYPED  # noqa: E402
+from clientmcp_fast._pure.splice import NOT_TEXT, SHAPE_BAD, SHAPE_CONTENT, SHAPE_ERROR, SHAPE_TYPED  # noqa: E402
 
 FrameReader = frames.FrameReader
 build_frame = frames.build_frame
@@ -137,6 +137,7 @@ __all__ = [
     "STOPPED",
     "SHAPE_BAD",
     "SHAPE_CONTENT",
+    "SHAPE_ERROR",
     "SHAPE_TYPED",
     "NOT_TEXT",
 ]

@@ -333,6 +333,18 @@ _SHAPES = [
     (b'{"content":[],"resultTyp\\u0065":0}', pure_splice.SHAPE_TYPED),
     (b'{"a\\\\":1,"content":[]}', pure_splice.SHAPE_CONTENT),
     (b'{"conten\\"t":[]}', pure_splice.SHAPE_BAD),
+    # A tool error from the app: isError true, and only true (the last one counts).
+    (b'{"content":[],"isError":true}', pure_splice.SHAPE_CONTENT + pure_splice.SHAPE_ERROR),
+    (b'{"isError" : true , "resultType":"complete","content":[1]}', pure_splice.SHAPE_TYPED + pure_splice.SHAPE_ERROR),
+    (b'{"content":[],"isError":false}', pure_splice.SHAPE_CONTENT),
+    (b'{"content":[],"isError":"true"}', pure_splice.SHAPE_CONTENT),
+    (b'{"content":[],"isError":1}', pure_splice.SHAPE_CONTENT),
+    (b'{"content":[],"isError":null}', pure_splice.SHAPE_CONTENT),
+    (b'{"content":[],"isError":true,"isError":false}', pure_splice.SHAPE_CONTENT),
+    (b'{"content":[],"isError":false,"isError":true}', pure_splice.SHAPE_CONTENT + pure_splice.SHAPE_ERROR),
+    (b'{"x":{"isError":true},"content":[]}', pure_splice.SHAPE_CONTENT),
+    (b'{"isErro\\u0072":true,"content":[]}', pure_splice.SHAPE_CONTENT + pure_splice.SHAPE_ERROR),
+    (b'{"isError":true,"content":{}}', pure_splice.SHAPE_BAD),
 ]  # fmt: skip
 
 

@@ -35,6 +35,7 @@ NOT_TEXT = _NotText()
 SHAPE_BAD = 0  # not an object with a content array
 SHAPE_CONTENT = 1  # an object with a content array
 SHAPE_TYPED = 2  # the same, with a resultType member (docs/protocol.md, Mapping)
+SHAPE_ERROR = 4  # added to either: its isError is true, a tool error from the app (counted as such)
 
 
 def first_byte(json: bytes) -> int:
@@ -96,20 +97,25 @@ class _ResultShape(msgspec.Struct, gc=False):
 
     content: msgspec.Raw
     resultType: Any = msgspec.UNSET
+    isError: msgspec.Raw = msgspec.Raw(b"false")
 
 
 _decode_result_shape = msgspec.json.Decoder(_ResultShape).decode
 
 
 def result_shape(result: bytes) -> int:
-    """Whether the JSON `result` (a value msgspec has read) is an object with a content array, and has resultType."""
+    """What the JSON `result` (a value msgspec has read) is: an object with a content array, typed, an error.
+
+    SHAPE_BAD, or SHAPE_CONTENT or SHAPE_TYPED with SHAPE_ERROR added when isError is true.
+    """
     try:
         shape = _decode_result_shape(result)
     except (msgspec.DecodeError, RecursionError):
         return SHAPE_BAD
     if first_byte(shape.content) != 0x5B:  # "["
         return SHAPE_BAD
-    return SHAPE_CONTENT if shape.resultType is msgspec.UNSET else SHAPE_TYPED
+    error = SHAPE_ERROR if bytes(shape.isError) == b"true" else 0
+    return (SHAPE_CONTENT if shape.resultType is msgspec.UNSET else SHAPE_TYPED) + error
 
 
 _decode_elements = msgspec.json.Decoder(list[msgspec.Raw]).decode

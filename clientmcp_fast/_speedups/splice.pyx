@@ -28,6 +28,7 @@ cdef object _UNSET = msgspec.UNSET
 cdef int SHAPE_BAD = twin.SHAPE_BAD
 cdef int SHAPE_CONTENT = twin.SHAPE_CONTENT
 cdef int SHAPE_TYPED = twin.SHAPE_TYPED
+cdef int SHAPE_ERROR = twin.SHAPE_ERROR
 
 
 def first_byte(object json):
@@ -188,6 +189,7 @@ cdef int _walk_shape(const unsigned char* p, Py_ssize_t n) noexcept:
     cdef Py_ssize_t end, size
     cdef int content = -1
     cdef bint typed = False
+    cdef bint error = False
     if i >= n or p[i] != 0x7B:  # not an object
         return SHAPE_BAD
     i = _blank_end(p, i + 1, n)
@@ -210,6 +212,8 @@ cdef int _walk_shape(const unsigned char* p, Py_ssize_t n) noexcept:
             return -1
         if size == 7 and memcmp(p + end - 8, b"content", 7) == 0:
             content = p[i]  # the last one counts, as in msgspec
+        elif size == 7 and memcmp(p + end - 8, b"isError", 7) == 0:
+            error = p[i] == 0x74  # "t": of valid JSON, only true starts so
         elif size == 10 and memcmp(p + end - 11, b"resultType", 10) == 0:
             typed = True
         i = _value_end(p, i, n)
@@ -221,7 +225,7 @@ cdef int _walk_shape(const unsigned char* p, Py_ssize_t n) noexcept:
         if p[i] == 0x7D:  # }
             if content != 0x5B:  # [
                 return SHAPE_BAD
-            return SHAPE_TYPED if typed else SHAPE_CONTENT
+            return (SHAPE_TYPED if typed else SHAPE_CONTENT) + (SHAPE_ERROR if error else 0)
         if p[i] != 0x2C:  # ,
             return -1
         i = _blank_end(p, i + 1, n)
@@ -259,7 +263,7 @@ def array_length(bytes text not None, Py_ssize_t limit):
 
 
 def result_shape(object result):
-    """Whether the JSON `result` (a value msgspec has read) is an object with a content array, and has resultType."""
+    """What the JSON `result` (a value msgspec has read) is: an object with a content array, typed, an error."""
     cdef Py_buffer view
     cdef int shape
     PyObject_GetBuffer(result, &view, PyBUF_SIMPLE)

@@ -27,7 +27,7 @@ cdef class Bridge:
     cdef public Counters counters
     cdef public object call_log
 
-    cpdef complete(self, Call call, result, has_result_type)
+    cpdef complete(self, Call call, result, Py_ssize_t shape)
     cpdef start_call(self, app, tool, arguments, Call call, now)
     cpdef abandon(self, Call call)
     cpdef refused_call(self, call, Py_ssize_t outcome)

@@ -21,13 +21,14 @@ from clientmcp_fast.core.counters import (
     SHUTTING_DOWN,
     TIMEOUT,
     TOO_LARGE,
+    TOOL_ERROR,
     Counters,
 )
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES, Limits
 from clientmcp_fast.core.messages import cancel_message
 from clientmcp_fast.core.register import EMPTY_TOOLSET, Tool, ToolSet
 from clientmcp_fast.core.tokens import TokenVerifier
-from clientmcp_fast.speedups import call_message
+from clientmcp_fast.speedups import SHAPE_ERROR, SHAPE_TYPED, call_message
 
 if TYPE_CHECKING:
     import msgspec
@@ -164,11 +165,12 @@ class Bridge:
             if self.directory is not None:
                 self.directory.detached(app)
 
-    def complete(self, call: Call, result: msgspec.Raw, has_result_type: bool) -> None:
-        """The app answered a call in flight (already removed from the app's calls)."""
+    def complete(self, call: Call, result: msgspec.Raw, shape: int) -> None:
+        """The app answered a call in flight (already removed from the app's calls); `shape` is its result_shape."""
         self.calls.finish(call)
-        self._ended(call, RESULT, self.counters.now)  # the `now` of the bytes that held the answer
-        call.call_result(result, has_result_type)  # type: ignore[arg-type]
+        # The `now` of the bytes that held the answer.
+        self._ended(call, TOOL_ERROR if shape & SHAPE_ERROR else RESULT, self.counters.now)
+        call.call_result(result, shape & SHAPE_TYPED != 0)  # type: ignore[arg-type]
 
     # -- calls ------------------------------------------------------------------------------
 

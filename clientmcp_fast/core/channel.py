@@ -27,7 +27,7 @@ from clientmcp_fast.core.websocket import (
     offered_subprotocols,
 )
 from clientmcp_fast.log import event
-from clientmcp_fast.speedups import PONG_FRAME, SHAPE_BAD, SHAPE_TYPED, result_shape
+from clientmcp_fast.speedups import PONG_FRAME, SHAPE_BAD, result_shape
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
@@ -193,7 +193,7 @@ class AppChannel(MessageHandler):
         call = self.calls.pop(call_id, None)
         if call is not None:
             # Unknown and finished ids are ignored, so cancel/result races are harmless.
-            self.bridge.complete(call, result, shape == SHAPE_TYPED)
+            self.bridge.complete(call, result, shape)
 
     def _on_register(self, message) -> None:
         try:

@@ -32,6 +32,7 @@ from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.jsonrpc import encode_json
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 from clientmcp_fast.log import logger
+from clientmcp_fast.speedups import result_shape
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
@@ -296,7 +297,10 @@ class Directory:
             if call is None:
                 return  # timed out, cancelled or failed already
             if kind == RESULT:
-                self.bridge.complete(call, msgspec.Raw(message[3]), message[4])
+                # Its shape is read again (a walk of bytes the app's instance checked), so that
+                # this instance, which owns the call, counts a tool error from the app as one.
+                result = msgspec.Raw(message[3])
+                self.bridge.complete(call, result, result_shape(result))
             else:
                 self.bridge.calls.finish(call)
                 call.call_error(message[3])

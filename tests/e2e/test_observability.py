@@ -36,7 +36,7 @@ pytestmark = pytest.mark.anyio
 
 TOOLS = [
     {"name": name, "description": name, "inputSchema": {"type": "object"}}
-    for name in ("echo", "hold", "late")
+    for name in ("echo", "hold", "late", "fail")
 ]
 
 
@@ -74,7 +74,7 @@ def m(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 @contextlib.asynccontextmanager
 async def raw_app(bridge: Any, client_id: str, register: Any = TOOLS) -> AsyncIterator[Any]:
-    """An app on bare websockets: `echo` answers at once, `late` after 1.3 s, `hold` never."""
+    """An app on bare websockets: `echo` answers at once, `late` after 1.3 s, `hold` never, `fail` with a tool error."""
     token = bridge.token("client", client_id)
     async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", token]) as ws:
         if register is not None:
@@ -88,6 +88,8 @@ async def raw_app(bridge: Any, client_id: str, register: Any = TOOLS) -> AsyncIt
             if call["name"] == "late":
                 await asyncio.sleep(1.3)
             result = {"content": [{"type": "text", "text": "RESULT-SECRET-" + call["name"]}]}
+            if call["name"] == "fail":
+                result["isError"] = True
             with contextlib.suppress(websockets.ConnectionClosed):
                 await ws.send(json.dumps({"type": "result", "id": call["id"], "result": result}))
 
@@ -176,7 +178,7 @@ async def test_an_app_connects_registers_and_answers(metered):
             m("clientmcp_app_connections"): 1,
             m("clientmcp_app_connections_opened_total"): 1,
             m("clientmcp_registers_total", result="accepted"): 1,
-            m("clientmcp_tools_registered"): 3,
+            m("clientmcp_tools_registered"): 4,
         }
         response = await call(metered, "app-a", "echo")
         assert response.status_code == 200
@@ -199,7 +201,7 @@ async def test_an_app_connects_registers_and_answers(metered):
         m("clientmcp_apps_online"): -1,
         m("clientmcp_app_connections"): -1,
         m("clientmcp_app_connections_closed_total", code="1000"): 1,
-        m("clientmcp_tools_registered"): -3,
+        m("clientmcp_tools_registered"): -4,
     }
 
 
@@ -213,7 +215,7 @@ def _buckets_from(samples: dict, seconds: float) -> list[str]:
 
 
 async def test_each_outcome_is_counted(metered):
-    """Offline, not registered, unknown tool, timeout, streamed, replaced, cancelled, disconnected."""
+    """Offline, not registered, unknown tool, tool error, timeout, streamed, replaced, cancelled, disconnected."""
     before = scrape(metered)
     assert answer_of(await call(metered, "nobody", "echo"))["result"]["isError"] is True
     async with raw_app(metered, "quiet", register=None):
@@ -222,6 +224,7 @@ async def test_each_outcome_is_counted(metered):
     async with raw_app(metered, "app-b"):
         await eventually(metered, lambda server: "app-b" in server.bridge.apps)
         assert answer_of(await call(metered, "app-b", "nosuch"))["error"]["code"] == -32602
+        assert answer_of(await call(metered, "app-b", "fail"))["result"]["isError"] is True  # the app's own
         assert answer_of(await call(metered, "app-b", "hold"))["result"]["isError"] is True  # 2 s timeout
         late = await call(metered, "app-b", "late")  # streamed after 1 s, answered at 1.3 s
         assert late.headers["content-type"] == "text/event-stream"
@@ -255,19 +258,20 @@ async def test_each_outcome_is_counted(metered):
         "unknown_tool": 1,
         "timeout": 1,
         "result": 1,
+        "tool_error": 1,
         "cancelled": 1,
         "replaced": 1,
         "disconnected": 1,
     }
-    assert changed[m("clientmcp_calls_started_total")] == 5
+    assert changed[m("clientmcp_calls_started_total")] == 6
     assert changed[m("clientmcp_calls_streamed_total")] == 2  # late, and hold until its timeout
-    assert changed[m("clientmcp_call_duration_seconds_count")] == 5
+    assert changed[m("clientmcp_call_duration_seconds_count")] == 6
     assert changed[m("clientmcp_app_connections_opened_total")] == 3
     assert changed[m("clientmcp_app_connections_closed_total", code="4409")] == 1
     assert changed[m("clientmcp_app_connections_closed_total", code="1000")] == 2
     assert changed[m("clientmcp_registers_total", result="accepted")] == 2
     # Each bucket counts the calls that ended within it: the timeout (2 s) is over 1 and within 2.5.
-    assert changed.get(m("clientmcp_call_duration_seconds_bucket", le="1.0"), 0) <= 3
+    assert changed.get(m("clientmcp_call_duration_seconds_bucket", le="1.0"), 0) <= 4
     assert changed[m("clientmcp_call_duration_seconds_bucket", le="2.5")] >= 3
 
 
@@ -334,6 +338,30 @@ async def test_log_lines_of_calls_and_apps_and_nothing_secret(start_bridge, capt
             assert response.status_code == 401
             response = await http.post(f"/mcp/{refused}", json=body, headers={"Accept": "application/json"})
             assert response.status_code == 401
+            # A batch (an unknown tool answered at once, then the app's answer), a tool error from
+            # the app, and error bodies that could echo what was sent.
+            batch = [
+                legacy_body("tools/call", 3, {"name": "echo", "arguments": {"secret": "ARGUMENT-SECRET"}}),
+                legacy_body("tools/call", 4, {"name": "nosuch", "arguments": {"secret": "ARGUMENT-SECRET"}}),
+            ]
+            response = await http.post("/mcp", json=batch, headers=legacy_headers(bridge, "logged"))
+            assert response.status_code == 200 and len(response.json()) == 2
+            await call(bridge, "logged", "fail")
+            bad_arguments = legacy_body("tools/call", 5, {"name": "echo", "arguments": "ARGUMENT-SECRET"})
+            response = await http.post("/mcp", json=bad_arguments, headers=legacy_headers(bridge, "logged"))
+            assert response.json()["error"]["code"] == -32602
+            response = await http.post(
+                "/mcp",
+                content=b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"ARGUMENT-SECRET"',
+                headers=legacy_headers(bridge, "logged"),
+            )
+            assert response.json()["error"]["code"] == -32700
+        # A notification stream opened with the token in its path.
+        with await RawHttp.open(bridge) as raw:
+            raw.send(
+                "GET", f"/mcp/{token}", {"Accept": "text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+            )
+            assert (await raw.head()).status == 200
         bad_app_token = bridge.token("client", "logged")[:-4] + "AAAA"
         secrets.append(bad_app_token)
         async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", bad_app_token]) as ws:
@@ -359,7 +387,11 @@ async def test_log_lines_of_calls_and_apps_and_nothing_secret(start_bridge, capt
         ("logged", "late", "modern", "result", True),
         ("logged", "nosuch", "legacy", "unknown_tool", False),
         ("logged", "echo", "legacy", "result", False),
+        ("logged", "nosuch", "legacy", "unknown_tool", False),
+        ("logged", "echo", "legacy", "result", False),
+        ("logged", "fail", "legacy", "tool_error", False),
     ]
+    assert "GET /mcp/<redacted>" in text  # the stream's request line, at debug
     assert 1.0 < float(calls[1]["seconds"]) < 2.0 and float(calls[0]["seconds"]) < 1.0
     events = [r["event"] for r in records]
     assert events.count("app_connected") == 2 and events.count("app_refused") == 1
