@@ -360,9 +360,22 @@ def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Set
         raise ConfigError(
             "--workers above 1 needs --nats: each worker holds its own apps, and only NATS lets one reach another's"
         )
-    if values.get("workers", 1) > 1 and values.get("metrics"):
-        # Each worker would listen on the same metrics address; one listener per worker is to come.
+    metrics, workers = values.get("metrics"), values.get("workers", 1)
+    if workers > 1 and metrics and metrics[1] and metrics[1] + workers - 1 > 65535:
         raise ConfigError(
-            "--metrics is not supported with --workers above 1 yet: run one process per instance"
+            f"--metrics: worker {workers - 1} would listen on port {metrics[1] + workers - 1}, "
+            "above 65535 (worker k listens on the metrics port + k)"
         )
     return Settings(secrets=secrets, signing_secret=signing, limits=settings_limits, **values)
+
+
+def worker_settings(settings: Settings, index: int) -> Settings:
+    """The settings of worker `index` (from 0) of `--workers N`: one process sharing the port.
+
+    Each worker has its own metrics, so each has its own listener: worker k on the metrics
+    port + k (docs/operations.md, Workers); port 0 gives each a free port of its own.
+    """
+    metrics = settings.metrics
+    if metrics is not None and metrics[1]:
+        metrics = (metrics[0], metrics[1] + index)
+    return dataclasses.replace(settings, workers=1, reuse_port=True, metrics=metrics)

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -612,6 +613,89 @@ async def test_workers_share_one_port_and_reach_each_others_apps(nats_server):
         serve.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(serve.wait, 15) == 0
         assert not any(worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE for worker in workers)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait(5)
+
+
+def _free_ports(count: int) -> int:
+    """The first of `count` consecutive free loopback ports."""
+    while True:
+        first = _free_port()
+        if first + count - 1 > 65535:
+            continue
+        with contextlib.ExitStack() as held:
+            try:
+                for port in range(first, first + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return first
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """The unlabelled samples of the metrics listener on `port` (name -> value)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=WAIT) as response:
+        text = response.read().decode()
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if not sample.labels
+    }
+
+
+async def test_each_worker_serves_its_metrics_on_the_metrics_port_plus_its_index(nats_server):
+    """docs/operations.md, Workers: worker k on the port + k, each counting its own apps, kept on a restart."""
+    port, metrics = _free_port(), _free_ports(2)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "2", "--nats", nats_server.url],
+        env=_serve_env(CLIENTMCP_PORT=str(port), CLIENTMCP_METRICS=f"127.0.0.1:{metrics}"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+    async def listening(*ports: int) -> None:
+        give_up = time.monotonic() + WAIT
+        for each in ports:
+            while True:
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", each), 0.2):
+                    break
+                assert time.monotonic() < give_up and serve.poll() is None
+                await asyncio.sleep(0.05)
+
+    try:
+        await listening(port, metrics, metrics + 1)
+        target = ServeProcess.__new__(ServeProcess)
+        target.port = port
+        async with contextlib.AsyncExitStack() as apps:
+            online, count = [0, 0], 0
+            # Each app is a new connection, which the kernel gives to either worker: connect
+            # until both hold some, each counting its own.
+            while min(online) == 0:
+                assert count < 40
+                await apps.enter_async_context(online_app(target, f"app-{count}", {"echo": echo}))
+                count += 1
+                scraped = [await asyncio.to_thread(_scrape, metrics + k) for k in (0, 1)]
+                online = [int(each["clientmcp_apps_online"]) for each in scraped]
+            assert sum(online) == count
+            assert sum(int(each["clientmcp_app_connections_opened_total"]) for each in scraped) == count
+        before = psutil.Process(serve.pid).children()
+        before[1].kill()  # the supervisor starts another in its place, on the same metrics port
+        give_up = time.monotonic() + WAIT
+        while before[1].pid in {child.pid for child in psutil.Process(serve.pid).children()}:
+            assert time.monotonic() < give_up
+            await asyncio.sleep(0.05)
+        await listening(metrics, metrics + 1)
+        scraped = [await asyncio.to_thread(_scrape, metrics + k) for k in (0, 1)]
+        assert sorted(int(each["clientmcp_app_connections_opened_total"]) for each in scraped)[0] == 0
+        serve.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(serve.wait, 15) == 0
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(serve.pid, signal.SIGKILL)
