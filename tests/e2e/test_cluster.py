@@ -460,7 +460,8 @@ class ServeProcess:
             "CLIENTMCP_NATS": nats_url,
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "clientmcp_fast", "serve"],
+            # One process, so that killing it kills the instance (with --nats the default is one per core).
+            [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "1"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -558,6 +559,47 @@ def test_nats_setting_takes_urls_and_refuses_others():
 
 
 # -- docs/scaling.md, Workers -----------------------------------------------------------------------
+
+
+def test_workers_default_to_one_per_core_with_nats_and_one_without():
+    from clientmcp_fast.config import load
+
+    env = {"CLIENTMCP_SECRET": SECRET.decode()}
+    cores = len(os.sched_getaffinity(0))
+    assert load({**env, "CLIENTMCP_NATS": "nats://127.0.0.1:4222"}).workers == cores
+    assert load({**env, "CLIENTMCP_NATS": "nats://127.0.0.1:4222", "CLIENTMCP_WORKERS": "1"}).workers == 1
+    assert load(env).workers == 1
+
+
+@pytest.mark.parametrize("cores", ["all", "one"])
+async def test_serve_with_nats_starts_one_worker_per_core_of_its_affinity(nats_server, cores):
+    """`serve --nats` without --workers: a worker per core it may run on; on one core, it serves itself."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if cores == "one":  # below os.cpu_count(): the affinity mask, as a container's CPU set, is what counts
+        allowed = allowed[:1]
+    port = _free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "clientmcp_fast", "serve", "--nats", nats_server.url],
+        env=_serve_env(CLIENTMCP_PORT=str(port)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, allowed),
+    )
+    try:
+        give_up = time.monotonic() + WAIT
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            assert time.monotonic() < give_up and serve.poll() is None
+            await asyncio.sleep(0.05)
+        workers = psutil.Process(serve.pid).children()
+        # One core: the process serves itself; more: it only starts that many workers.
+        assert len(workers) == (len(allowed) if len(allowed) > 1 else 0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait(5)
 
 
 def _serve_env(**extra: str) -> dict[str, str]:
