@@ -3,7 +3,10 @@
 A real `nats-server` on loopback and two bridges in threads; apps (`ClientMCP`) connect to
 one, agents (the official `mcp` SDK, raw HTTP) to the other, and every agent-endpoint
 behaviour must be the one of a single process (ClientMCP v1 §3.1, §4; docs/protocol.md,
-Call outcomes).
+Call outcomes). The call outcomes of one process (a result, offline, unknown tool, timeout,
+disconnection, streaming after 1 s, cancellation, hanging up, in both eras) run across two
+instances too, through the `topology` fixture of conftest.py (tests/e2e/test_mcp_sdk.py,
+test_agent_calls.py, test_agent_legacy.py); this file holds what only a cluster has.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -31,14 +33,11 @@ from agents import (
     WAIT,
     HeldTool,
     RawHttp,
-    SleepyTool,
     app_for,
     echo,
     http_client,
     legacy_body,
     legacy_headers,
-    modern_body,
-    modern_headers,
     nothing_leaks,
     online_app,
     sdk_agent,
@@ -46,12 +45,12 @@ from agents import (
 )
 from conftest import SECRET, make_token
 from mcp.types import TextContent
+from natsserver import NatsServer
 
 pytest.importorskip("nats", reason="the cluster needs nats-py (pip install 'clientmcp-fast[nats]')")
 
 pytestmark = pytest.mark.anyio
 
-NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 MODES = ["legacy", "auto"]  # auto probes server/discover and ends modern
 
 
@@ -59,38 +58,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-class NatsServer:
-    """A nats-server on 127.0.0.1, started and stopped by the tests (it may be stopped and started again)."""
-
-    def __init__(self) -> None:
-        self.port = _free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [NATS_SERVER, "-a", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        give_up = time.monotonic() + 10
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
-                return
-            if time.monotonic() > give_up or self.process.poll() is not None:
-                raise RuntimeError("nats-server did not start")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(5)
-        self.process = None
 
 
 @pytest.fixture
@@ -173,15 +140,6 @@ async def test_agent_on_one_instance_lists_and_calls_an_app_on_another(cluster, 
     await nothing_leaks(b)
 
 
-@pytest.mark.parametrize("mode", MODES)
-async def test_offline_everywhere_is_the_offline_tool_error(cluster, mode):
-    a, b = cluster()
-    async with sdk_agent(b, "nobody", mode) as client:
-        assert (await client.list_tools()).tools == []
-        result = await client.call_tool("echo")
-        assert result.is_error and text_of(result) == OFFLINE
-
-
 async def test_client_ids_do_not_reach_each_other(cluster):
     """IDs that differ only by characters NATS treats specially stay apart (ClientMCP v1 §7)."""
     a, b = cluster()
@@ -195,87 +153,19 @@ async def test_client_ids_do_not_reach_each_other(cluster):
 # -- ClientMCP v1 §4.3, docs/protocol.md, Call outcomes --------------------------------------------
 
 
-@pytest.mark.parametrize("era", ["legacy", "modern"])
-async def test_slow_remote_call_is_streamed_by_the_agents_instance(cluster, era):
-    a, b = cluster()
-    slow = SleepyTool(2.2, result={"content": [{"type": "text", "text": "late"}]})
-    if era == "modern":
-        headers = modern_headers(b, "x", "tools/call", name="slow")
-        body = modern_body("tools/call", 5, {"name": "slow"})
-    else:
-        headers, body = legacy_headers(b, "x"), legacy_body("tools/call", 5, {"name": "slow"})
-    async with online_app(a, "x", {"slow": slow}):
-        await sees(b, "x", tools=1)
-        with await RawHttp.open(b) as raw:
-            raw.send("POST", "/mcp", headers, body)
-            response = await raw.head()
-            assert response.headers["content-type"] == "text/event-stream"
-            items = []
-            while (item := await raw.sse_item()) is not None:
-                items.append(item)
-    *comments, last = items
-    assert len(comments) >= 2 and set(comments) == {("comment", "keep-alive")}
-    assert last[0] == "message" and last[1]["id"] == 5
-    assert last[1]["result"]["content"] == [{"type": "text", "text": "late"}]
-    await nothing_leaks(a)
-    await nothing_leaks(b)
+async def test_legacy_notifications_cancelled_sent_to_another_instance_reaches_the_remote_app(cluster):
+    """A load balancer may send the cancel to an instance where the call does not wait.
 
-
-@pytest.mark.parametrize("mode", MODES)
-async def test_app_disconnecting_fails_remote_calls_at_once(cluster, mode):
-    a, b = cluster()
-    held = HeldTool()
-    app = app_for(a, "x")
-    app.expose("held", held)
-    async with app, sdk_agent(b, "x", mode) as client:
-        await sees(b, "x", tools=1)
-        call = asyncio.ensure_future(client.call_tool("held"))
-        await asyncio.wait_for(held.started.wait(), WAIT)
-        started = time.monotonic()
-        await app.close()
-        result = await asyncio.wait_for(call, WAIT)
-        assert result.is_error and text_of(result) == DISCONNECTED
-        assert time.monotonic() - started < 2
-    await nothing_leaks(a)
-    await nothing_leaks(b)
-
-
-async def test_remote_call_times_out_on_the_agents_instance(cluster):
-    a, b = cluster(call_timeout=1.0)
-    held = HeldTool()
-    async with online_app(a, "x", {"held": held}), sdk_agent(b, "x", "legacy") as client:
-        await sees(b, "x", tools=1)
-        result = await asyncio.wait_for(client.call_tool("held"), WAIT)
-        assert result.is_error and text_of(result) == "The application did not answer within 1 s."
-        await asyncio.wait_for(held.cancelled.wait(), WAIT)  # the app got `cancel`
-    await nothing_leaks(a)
-    await nothing_leaks(b)
-
-
-async def test_agent_hanging_up_cancels_the_remote_call(cluster):
-    a, b = cluster()
-    held = HeldTool()
-    async with online_app(a, "x", {"held": held}) as app:
-        await sees(b, "x", tools=1)
-        with await RawHttp.open(b) as raw:
-            raw.send("POST", "/mcp", legacy_headers(b, "x"), legacy_body("tools/call", 1, {"name": "held"}))
-            await asyncio.wait_for(held.started.wait(), WAIT)
-        await asyncio.wait_for(held.cancelled.wait(), WAIT)
-        assert app.calls_cancelled == 1
-    await nothing_leaks(a)
-    await nothing_leaks(b)
-
-
-@pytest.mark.parametrize("cancel_on", ["agents instance", "apps instance"])
-async def test_legacy_notifications_cancelled_reaches_the_remote_app(cluster, cancel_on):
-    """The cancel may come to the instance of the call or (a load balancer) to any other one."""
+    The cancel sent to the call's own instance is tests/e2e/test_agent_calls.py's, run across
+    two instances through its `topology` fixture.
+    """
     a, b = cluster()
     held = HeldTool()
     async with online_app(a, "x", {"held": held}) as app:
         await sees(b, "x", tools=1)
         with (
             await RawHttp.open(b) as raw,
-            await RawHttp.open(b if cancel_on == "agents instance" else a) as other,
+            await RawHttp.open(a) as other,
         ):
             headers = {**legacy_headers(b, "x"), "Accept": "application/json"}
             raw.send("POST", "/mcp", headers, legacy_body("tools/call", 1, {"name": "held"}))
