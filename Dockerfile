@@ -19,7 +19,8 @@ RUN /venv/bin/pip install --quiet -r /src/packaging/requirements.txt
 COPY . /src
 WORKDIR /src
 # The extensions must build: an image that fell back to pure Python would be slower unnoticed.
-RUN CLIENTMCP_BUILD_EXTENSION=yes /venv/bin/pip install --quiet --no-build-isolation . \
+# The `nats` extra (nats-py) is frozen in, so that `serve --nats` joins a cluster (docs/scaling.md).
+RUN CLIENTMCP_BUILD_EXTENSION=yes /venv/bin/pip install --quiet --no-build-isolation '.[nats]' \
  && /venv/bin/python packaging/freeze.py rootfs /rootfs
 
 # `make binary`: the single static file (PyInstaller one-file, then staticx), written out of

@@ -14,7 +14,7 @@ AUTOBAHN := .autobahn
 AUTOBAHN_STAMP := $(AUTOBAHN)/.installed
 PEERS := $(NODE_STAMP) $(AUTOBAHN_STAMP)
 
-.PHONY: demo prerequisites test test-compiled test-pure test-container test-bench peers bench bench-burst bench-frozen bench-micro fuzz binary image clean
+.PHONY: demo cluster-demo prerequisites test test-compiled test-pure test-container test-bench peers bench bench-burst bench-frozen bench-micro fuzz binary image clean
 
 # What clientmcp_fast/compiled.py lists is built: a change to any of its sources rebuilds (a
 # typed module is compiled from its .py, typed by the .pxd beside it). In a checkout, importing
@@ -29,6 +29,11 @@ $(STAMP): pyproject.toml setup.py clientmcp_fast/compiled.py $(HOT_PATHS) $(TYPE
 
 demo: $(STAMP)
 	$(BIN)/clientmcp demo
+
+# Three instances joined through nats-server behind nginx on port 8080 (docs/scaling.md, Three instances behind one port);
+# `make cluster-demo CLUSTER_DEMO_ARGS=--port=9090` for another port.
+cluster-demo: $(STAMP)
+	$(BIN)/python examples/cluster_demo.py $(CLUSTER_DEMO_ARGS)
 
 # npm runs on the machine's Node, which may be older than the Node 22 it installs for the peers:
 # their EBADENGINE warnings say so and nothing else, hence warnings are not printed.

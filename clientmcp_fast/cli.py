@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import os
 import re
 import sys
@@ -19,11 +18,12 @@ from clientmcp_fast.config import (
     load,
     load_secrets,
     parse_duration,
+    worker_settings,
 )
 from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, mint
 
 DEFAULT_TTL = "24h"
-# Set by `serve --workers N` in each worker's environment (clientmcp_fast/workers.py).
+# Set by `serve --workers N` in each worker's environment to its index, from 0 (clientmcp_fast/workers.py).
 WORKER_ENV = "CLIENTMCP_WORKER"
 _SECRETS_NOTE = (
     "The secret comes from CLIENTMCP_SECRET (or CLIENTMCP_SECRETS, comma-separated, for rotation), "
@@ -184,8 +184,9 @@ def _serve(flags: argparse.Namespace) -> int:
 
     settings = load(os.environ, flags)
     log.configure(settings.log, format=settings.log_format)
-    if os.environ.get(WORKER_ENV) == "1":  # one of `--workers N`: it serves, sharing the port
-        settings = dataclasses.replace(settings, workers=1, reuse_port=True)
+    worker = os.environ.get(WORKER_ENV, "")
+    if worker.isdigit():  # worker k (from 0) of `--workers N`: it serves, sharing the port
+        settings = worker_settings(settings, int(worker))
     elif settings.workers > 1:
         from clientmcp_fast.workers import run_workers
 

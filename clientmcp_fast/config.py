@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -129,6 +130,14 @@ def parse_nats(text: str) -> tuple[str, ...]:
     return urls
 
 
+def cores() -> int:
+    """The cores this process may run on (its affinity mask, as a container's CPU set limits it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux: no affinity mask to read
+        return os.cpu_count() or 1
+
+
 def parse_origins(text: str) -> tuple[str, ...]:
     """An allow-list of exact origins, or ("*",); an empty string allows none."""
     return tuple(part.strip().rstrip("/") for part in text.split(",") if part.strip())
@@ -186,7 +195,8 @@ OPTIONS = (
     Option(
         "workers",
         _positive_int,
-        "processes sharing the port (SO_REUSEPORT), joined through --nats (default 1)",
+        "processes sharing the port (SO_REUSEPORT), joined through --nats (default: one per core "
+        "with --nats, else 1)",
         "settings",
     ),
     Option("call-timeout", parse_duration, "seconds an app has to answer a call (default 120)", "limits"),
@@ -261,6 +271,7 @@ class Settings:
     # NATS servers of a cluster of bridges (net/nats.py); empty: a single process.
     nats: tuple[str, ...] = ()
     # Processes sharing the port (SO_REUSEPORT); above 1 needs `nats` (docs/scaling.md, Workers).
+    # load() makes it one per core when `nats` is set and no number is given.
     workers: int = 1
     reuse_port: bool = False  # set in each worker process, never by an option
     limits: Limits = field(default_factory=Limits)
@@ -367,15 +378,30 @@ def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Set
     settings_limits = dataclasses.replace(Limits(), **limits)
     if settings_limits.app_hard_bytes < settings_limits.app_soft_bytes:
         raise ConfigError("app-hard-bytes must not be below app-soft-bytes")
+    if "workers" not in values and values.get("nats"):  # a cluster uses every core of its host by default
+        values["workers"] = cores()
     if values.get("workers", 1) > 1 and not values.get("nats"):
         raise ConfigError(
             "--workers above 1 needs --nats: each worker holds its own apps, and only NATS lets one reach another's"
         )
     if values.get("state") == STATE_NATS and not values.get("nats"):
         raise ConfigError("--state nats keeps token generations in the cluster's NATS: it needs --nats")
-    if values.get("workers", 1) > 1 and values.get("metrics"):
-        # Each worker would listen on the same metrics address; one listener per worker is to come.
+    metrics, workers = values.get("metrics"), values.get("workers", 1)
+    if workers > 1 and metrics and metrics[1] and metrics[1] + workers - 1 > 65535:
         raise ConfigError(
-            "--metrics is not supported with --workers above 1 yet: run one process per instance"
+            f"--metrics: worker {workers - 1} would listen on port {metrics[1] + workers - 1}, "
+            "above 65535 (worker k listens on the metrics port + k)"
         )
     return Settings(secrets=secrets, signing_secret=signing, limits=settings_limits, **values)
+
+
+def worker_settings(settings: Settings, index: int) -> Settings:
+    """The settings of worker `index` (from 0) of `--workers N`: one process sharing the port.
+
+    Each worker has its own metrics, so each has its own listener: worker k on the metrics
+    port + k (docs/operations.md, Workers); port 0 gives each a free port of its own.
+    """
+    metrics = settings.metrics
+    if metrics is not None and metrics[1]:
+        metrics = (metrics[0], metrics[1] + index)
+    return dataclasses.replace(settings, workers=1, reuse_port=True, metrics=metrics)

@@ -24,6 +24,7 @@ from prometheus_client.core import (
 from clientmcp_fast import __version__
 from clientmcp_fast.core.agent_streams import LegacyStream
 from clientmcp_fast.core.counters import DURATION_BUCKETS, ERAS, METHODS, OUTCOMES
+from clientmcp_fast.core.directory import RemoteApp
 
 if TYPE_CHECKING:
     from clientmcp_fast.net.server import Server
@@ -51,8 +52,11 @@ class BridgeCollector:
         server = self.server
         bridge = server.bridge
         counters = bridge.counters
+        # In a cluster the apps of other instances stand in `apps` too: each instance counts its
+        # own, so that summing over instances (and workers) counts every app once.
+        apps = [app for app in list(bridge.apps.values()) if not isinstance(app, RemoteApp)]
         yield _gauge(
-            "clientmcp_apps_online", "Apps connected with a valid token, one per client ID", len(bridge.apps)
+            "clientmcp_apps_online", "Apps connected with a valid token, one per client ID", len(apps)
         )
         yield _gauge("clientmcp_app_connections", "App WebSocket connections open", bridge.app_connections)
         yield _counter(
@@ -72,7 +76,7 @@ class BridgeCollector:
         other = sum(closes.values())
         closed.add_metric(["other"], other)
         yield closed
-        tools = sum(len(app.toolset.tools) for app in list(bridge.apps.values()) if app.toolset is not None)
+        tools = sum(len(app.toolset.tools) for app in apps if app.toolset is not None)
         yield _gauge("clientmcp_tools_registered", "Tools declared by the apps online", tools)
         registers = CounterMetricFamily(
             "clientmcp_registers", "Registers received from apps, by result", labels=["result"]

@@ -30,8 +30,11 @@ def _command() -> list[str]:
 def run_workers(count: int, worker_env: str) -> int:
     """Run `count` workers until SIGTERM or SIGINT; the exit status of `serve`."""
     command = _command()
-    env = {**os.environ, worker_env: "1"}
     stopping = False
+
+    def start(index: int) -> subprocess.Popen[bytes]:
+        # The index stays with the slot, so a worker started again keeps its metrics port.
+        return subprocess.Popen(command, env={**os.environ, worker_env: str(index)})
 
     def stop(signum: int, frame: object) -> None:
         nonlocal stopping
@@ -39,7 +42,7 @@ def run_workers(count: int, worker_env: str) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    workers = [subprocess.Popen(command, env=env) for _ in range(count)]
+    workers = [start(index) for index in range(count)]
     logger.info("started %d workers: %s", count, " ".join(str(w.pid) for w in workers))
     status = 0
     while not stopping:
@@ -53,7 +56,7 @@ def run_workers(count: int, worker_env: str) -> int:
                 stopping, status = True, BAD_SETTING
                 break
             logger.warning("worker %d ended with status %d: starting another", worker.pid, code)
-            workers[index] = subprocess.Popen(command, env=env)
+            workers[index] = start(index)
     for worker in workers:
         if worker.poll() is None:
             worker.send_signal(signal.SIGTERM)

@@ -161,3 +161,66 @@ def start_bridge() -> Iterator[Callable[..., RunningBridge]]:
 def bridge(start_bridge: Callable[..., RunningBridge]) -> RunningBridge:
     """A bridge with the default settings."""
     return start_bridge()
+
+
+@dataclasses.dataclass
+class Topology:
+    """Where an app connects (`app`) and where agents call (`agent`): one bridge, or two instances.
+
+    With two, they are joined through a real nats-server (docs/scaling.md), and `online` waits
+    until the agent's instance has heard of the app's tools, as one process knows them at once.
+    """
+
+    app: RunningBridge
+    agent: RunningBridge
+
+    @property
+    def bridges(self) -> tuple[RunningBridge, ...]:
+        return (self.app,) if self.app is self.agent else (self.app, self.agent)
+
+    def sees(self, client_id: str, tools: int, timeout: float = 10.0) -> None:
+        """Wait until the agent's bridge knows `client_id`'s app with `tools` tools."""
+
+        def known(server: Server) -> bool:
+            app = server.bridge.apps.get(client_id)
+            return app is not None and app.toolset is not None and len(app.toolset.tools) == tools
+
+        self.agent.wait_for(known, timeout)
+
+
+@pytest.fixture(params=["one process", "two instances"])
+def start_topology(request: pytest.FixtureRequest, start_bridge: Callable[..., RunningBridge]):
+    """A factory of `Topology` with these settings: each test runs in one process, then across two.
+
+    Two instances: the app on one, the agents on the other, joined through a nats-server
+    started for the test (tests/e2e/natsserver.py); the outcomes must be the same.
+    """
+    servers = []
+    clustered: list[RunningBridge] = []
+
+    def start(**overrides: Any) -> Topology:
+        if request.param == "one process":
+            bridge = start_bridge(**overrides)
+            return Topology(bridge, bridge)
+        from natsserver import NatsServer
+
+        nats = NatsServer()
+        nats.start()
+        servers.append(nats)
+        app, agent = (start_bridge(nats=(nats.url,), **overrides) for _ in range(2))
+        clustered.extend((app, agent))
+        for bridge in (app, agent):  # subscribed: each hears of the other's apps from now on
+            bridge.wait_for(lambda s: s.cluster is not None and s.cluster.directory.connected, 10.0)
+        return Topology(app, agent)
+
+    yield start
+    for bridge in clustered:  # before their NATS goes (start_bridge's own stop is then a no-op)
+        bridge.stop()
+    for nats in servers:
+        nats.stop()
+
+
+@pytest.fixture
+def topology(start_topology: Callable[..., Topology]) -> Topology:
+    """The app's and the agents' bridges with the default settings, in one process or two."""
+    return start_topology()

@@ -170,6 +170,9 @@ class Directory:
         self.local: dict[str, tuple[object, int]] = {}  # client ID -> (AppChannel, epoch) held here
         self.forwarded: dict[tuple[str, str], ForwardedCall] = {}
         self.peers: dict[str, float] = {}  # instance -> when last heard from
+        # Instances taken as gone for their silence, which may yet be alive (a stalled loop):
+        # one heard from again must start over with us. A few bytes per instance that died.
+        self.silent: set[str] = set()
         self.connected = False
         self._beat_at = -math.inf
         self.now = 0.0
@@ -325,14 +328,23 @@ class Directory:
             if kind == SYNC:
                 # It starts over (it joined, or its bus came back): what we knew of its apps is
                 # replaced by the states that follow; it learns ours.
+                self.silent.discard(instance)
                 self._forget_apps_of(instance)
                 subject = self.instance_subject(instance)
                 for client_id, (app, epoch) in list(self.local.items()):
                     self._send_state(subject, client_id, app, epoch)
-            elif not known:
-                # An instance we had taken as gone (or never heard of): each side starts over
-                # with the other's whole state.
+            elif instance in self.silent:
+                # An instance we had taken as gone, which dropped our calls to its apps and
+                # cancelled its calls here: each side starts over with the other's whole state.
+                self.silent.discard(instance)
                 self._announce_all(self.instance_subject(instance))
+            elif not known:
+                # Never heard of (it joined before us, and holds no app that told us of it): it
+                # lost nothing of ours, so a SYNC, which fails calls in flight, is not due; it
+                # learns what we hold.
+                subject = self.instance_subject(instance)
+                for client_id, (app, epoch) in list(self.local.items()):
+                    self._send_state(subject, client_id, app, epoch)
 
     def _on_state(
         self, client_id: str, epoch: int, instance: str, tools: bytes | None, text: str | None, now: float
@@ -401,6 +413,7 @@ class Directory:
             self.bus.send(self.beat_subject, (BEAT, self.instance))
         for instance, heard in list(self.peers.items()):
             if now - heard > DEAD_AFTER:
+                self.silent.add(instance)
                 self._peer_gone(instance)
 
     def _peer_gone(self, instance: str) -> None:

@@ -2,7 +2,8 @@
 
 The image's folder executable and the single static file each: mint a token PyJWT
 verifies, serve, answer `health`, carry an app's tool to the official `mcp` SDK in both
-eras (a call streamed after one second included), and end on SIGTERM with 1001 to the
+eras (a call streamed after one second included), join a cluster through a real
+nats-server (`serve --nats`, nats-py frozen in), and end on SIGTERM with 1001 to the
 app and exit 0. Each runs the compiled extensions, not their pure twins.
 """
 
@@ -24,6 +25,7 @@ import pytest
 import websockets
 from agents import MODERN, sdk_agent, websocket_app
 from mcp.types import TextContent
+from natsserver import NATS_SERVER, NatsServer
 from test_cli import free_port
 
 from clientmcp_fast.core.tokens import mint
@@ -37,13 +39,13 @@ SLOW_SECONDS = 1.6  # past the bridge's one second, so that the answer is stream
 class Served:
     """`serve` of a frozen build on a loopback port, seen as the e2e helpers see a bridge."""
 
-    def __init__(self, frozen: Frozen) -> None:
+    def __init__(self, frozen: Frozen, *args: str, **env: str) -> None:
         self.frozen = frozen
         self.port = free_port()
-        self.env = environment(CLIENTMCP_HOST="127.0.0.1", CLIENTMCP_PORT=str(self.port))
+        self.env = environment(CLIENTMCP_HOST="127.0.0.1", CLIENTMCP_PORT=str(self.port), **env)
         # A session of its own: the single file's bootloaders and bridge can all be ended at once.
         self.process = subprocess.Popen(
-            frozen.command("serve"),
+            frozen.command("serve", *args),
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -178,3 +180,90 @@ def test_the_image_is_one_process_and_the_single_file_leaves_none_behind(frozen,
         assert children == []
     assert served.stop() == 0
     assert not [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+async def test_two_instances_joined_through_nats_carry_a_call_between_them(frozen, mode):
+    """docs/scaling.md: an app on one frozen instance, the SDK agent on another, one nats-server.
+
+    The app's instance runs with the default workers (one per core: the frozen executable
+    starts itself again for each), the agent's as one process.
+    """
+    nats = NatsServer()
+    nats.start()
+    instances: list[Served] = []
+    try:
+        holder = Served(frozen, CLIENTMCP_NATS=nats.url)
+        instances.append(holder)
+        caller = Served(frozen, "--workers", "1", CLIENTMCP_NATS=nats.url)
+        instances.append(caller)
+        holder.wait_listening()
+        caller.wait_listening()
+        async with websocket_app(holder, "my-app", slow_seconds=SLOW_SECONDS):
+            async with sdk_agent(caller, "my-app", mode) as client:
+                give_up = time.monotonic() + 20
+                # The caller hears of the app within a NATS round trip of its joining.
+                while not (await client.list_tools()).tools:
+                    assert time.monotonic() < give_up, "the app never reached the other instance"
+                    await asyncio.sleep(0.1)
+                assert [tool.name for tool in (await client.list_tools()).tools] == ["echo", "slow"]
+                assert text_of(await client.call_tool("echo", {"n": 1})) == 'echo: {"n": 1}'
+                assert text_of(await client.call_tool("slow", {"n": 2})) == 'slow: {"n": 2}'
+        assert caller.stop() == 0, caller.process.stderr.read()
+        assert holder.stop() == 0, holder.process.stderr.read()
+    finally:
+        for instance in instances:
+            instance.end()
+        nats.stop()
+
+
+@pytest.mark.anyio
+async def test_the_single_file_joins_a_tls_nats_with_the_ca_bundle_it_is_named(single, tmp_path):
+    """docs/deployment.md: no CA certificates are frozen in; SSL_CERT_FILE names a bundle for `tls://`."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    bundle = single.root / "ca.crt"  # the self-signed certificate is its own authority
+    bundle.write_bytes(cert.read_bytes())
+    bundle.chmod(0o644)
+    nats = NatsServer()
+    nats.process = subprocess.Popen(
+        [
+            NATS_SERVER,
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(nats.port),
+            "--tls",
+            "--tlscert",
+            str(cert),
+            "--tlskey",
+            str(key),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    instances: list[Served] = []
+    try:
+        url = f"tls://127.0.0.1:{nats.port}"
+        for _ in range(2):
+            instances.append(Served(single, "--workers", "1", CLIENTMCP_NATS=url, SSL_CERT_FILE="/ca.crt"))
+        holder, caller = instances
+        holder.wait_listening()
+        caller.wait_listening()
+        async with websocket_app(holder, "my-app"), sdk_agent(caller, "my-app", "legacy") as client:
+            give_up = time.monotonic() + 20
+            while not (await client.list_tools()).tools:
+                assert time.monotonic() < give_up, "the app never reached the other instance over TLS"
+                await asyncio.sleep(0.1)
+            assert text_of(await client.call_tool("echo", {"n": 1})) == 'echo: {"n": 1}'
+    finally:
+        for instance in instances:
+            instance.end()
+        nats.stop()
+        bundle.unlink()

@@ -285,3 +285,30 @@ def test_an_instance_taken_as_gone_comes_back_with_its_apps():
     b.directory.on_timer(NOW + DEAD_AFTER + 1)  # its heartbeat
     network.pump()
     assert list(a.apps["app-1"].toolset.tools) == ["echo"]
+
+
+def test_an_instance_joining_after_another_keeps_the_calls_to_its_apps_at_the_others_first_beat():
+    """c joins first (its SYNC reaches no one), then h with an app: c's first heartbeat, from an
+    instance h never heard of, must not make c forget h's apps and fail c's call to them."""
+    network = Network()
+    made = {}
+    for name in ("c", "h"):
+        bridge = make_bridge(**QUIET)
+        bus = MemoryBus(network)
+        bus.directory = Directory(bridge, bus, name)
+        network.join(bus.directory)
+        bus.directory.bus_up(NOW)
+        network.pump()  # c's SYNC is heard by no one: h is not there yet
+        made[name] = bridge
+    c, h = made["c"], made["h"]
+    channel, link = online(network, h, "app-1", "echo")
+    waiter = call(network, c)
+    (sent,) = texts(link)
+    c.directory.on_timer(NOW + BEAT_EVERY)  # c's heartbeat reaches h, which never heard of c
+    network.pump(NOW + BEAT_EVERY)
+    assert waiter.events == [] and type(c.apps["app-1"]) is RemoteApp
+    send(channel, {"type": "result", "id": sent["id"], "result": {"content": []}})
+    network.pump(NOW + BEAT_EVERY)
+    assert waiter.events == [("result", b'{"content":[]}', False)]
+    d_channel, _ = online(network, c, "app-2", "echo")  # and h learns c's apps as before
+    assert list(h.apps["app-2"].toolset.tools) == ["echo"]

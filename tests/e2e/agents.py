@@ -120,6 +120,22 @@ async def online_app(
 
 
 @contextlib.asynccontextmanager
+async def online_in(
+    topology: Any, client_id: str, tools: dict[str, Any], **options: Any
+) -> AsyncIterator[ClientMCP]:
+    """`online_app` on the topology's app bridge, once the agents' bridge knows its tools (conftest.Topology)."""
+    async with online_app(topology.app, client_id, tools, **options) as app:
+        await asyncio.to_thread(topology.sees, client_id, len(tools))
+        yield app
+
+
+async def nothing_leaks_in(topology: Any) -> None:
+    """`nothing_leaks` on every bridge of the topology."""
+    for bridge in topology.bridges:
+        await nothing_leaks(bridge)
+
+
+@contextlib.asynccontextmanager
 async def websocket_app(
     bridge: Any, client_id: str, slow_seconds: float = 1.6, ssl: Any = None
 ) -> AsyncIterator[websockets.ClientConnection]:

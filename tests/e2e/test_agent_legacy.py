@@ -21,7 +21,9 @@ from agents import (
     modern_body,
     modern_headers,
     nothing_leaks,
+    nothing_leaks_in,
     online_app,
+    online_in,
     text_result,
 )
 
@@ -124,21 +126,21 @@ async def test_tools_list_with_a_cursor_is_invalid_params(bridge, era, status):
 
 
 @pytest.mark.parametrize(("era", "status"), [("legacy", 200), ("modern", 400)])
-async def test_unknown_tool_is_invalid_params_naming_it(bridge, era, status):
+async def test_unknown_tool_is_invalid_params_naming_it(topology, era, status):
     """A tool not in the latest register (app online): -32602 "Unknown tool: NAME"."""
     if era == "modern":
         body = modern_body("tools/call", 1, {"name": "nope", "arguments": {}})
-        headers = modern_headers(bridge, "x", "tools/call", name="nope")
+        headers = modern_headers(topology.agent, "x", "tools/call", name="nope")
     else:
         body, headers = (
             legacy_body("tools/call", 1, {"name": "nope", "arguments": {}}),
-            legacy_headers(bridge, "x"),
+            legacy_headers(topology.agent, "x"),
         )
-    async with online_app(bridge, "x", {"echo": echo}), http_client(bridge) as http:
+    async with online_in(topology, "x", {"echo": echo}), http_client(topology.agent) as http:
         response = await http.post("/mcp", json=body, headers=headers)
     assert response.status_code == status
     assert response.json()["error"] == {"code": INVALID_PARAMS, "message": "Unknown tool: nope"}
-    await nothing_leaks(bridge)
+    await nothing_leaks_in(topology)
 
 
 @pytest.mark.parametrize("arguments", [[1, 2], "text", 5, True])

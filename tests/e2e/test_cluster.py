@@ -3,7 +3,10 @@
 A real `nats-server` on loopback and two bridges in threads; apps (`ClientMCP`) connect to
 one, agents (the official `mcp` SDK, raw HTTP) to the other, and every agent-endpoint
 behaviour must be the one of a single process (ClientMCP v1 §3.1, §4; docs/protocol.md,
-Call outcomes).
+Call outcomes). The call outcomes of one process (a result, offline, unknown tool, timeout,
+disconnection, streaming after 1 s, cancellation, hanging up, in both eras) run across two
+instances too, through the `topology` fixture of conftest.py (tests/e2e/test_mcp_sdk.py,
+test_agent_calls.py, test_agent_legacy.py); this file holds what only a cluster has.
 """
 
 from __future__ import annotations
@@ -12,13 +15,12 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,14 +33,11 @@ from agents import (
     WAIT,
     HeldTool,
     RawHttp,
-    SleepyTool,
     app_for,
     echo,
     http_client,
     legacy_body,
     legacy_headers,
-    modern_body,
-    modern_headers,
     nothing_leaks,
     online_app,
     sdk_agent,
@@ -46,12 +45,12 @@ from agents import (
 )
 from conftest import SECRET, make_token
 from mcp.types import TextContent
+from natsserver import NatsServer
 
 pytest.importorskip("nats", reason="the cluster needs nats-py (pip install 'clientmcp-fast[nats]')")
 
 pytestmark = pytest.mark.anyio
 
-NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 MODES = ["legacy", "auto"]  # auto probes server/discover and ends modern
 
 
@@ -59,46 +58,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-class NatsServer:
-    """A nats-server on 127.0.0.1, started and stopped by the tests (it may be stopped and started again).
-
-    With JetStream (`-js`) unless told otherwise, for `--state nats`
-    (docs/configuration.md, Revocation); its store directory outlives a stop and a start, as a
-    server's disk does.
-    """
-
-    def __init__(self, jetstream: bool = True) -> None:
-        self.port = _free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-        self.jetstream = jetstream
-        self._store = tempfile.TemporaryDirectory(prefix="nats-js-")
-
-    @property
-    def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        jetstream = ["-js", "-sd", self._store.name] if self.jetstream else []
-        self.process = subprocess.Popen(
-            [NATS_SERVER, "-a", "127.0.0.1", "-p", str(self.port), *jetstream],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        give_up = time.monotonic() + 10
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
-                return
-            if time.monotonic() > give_up or self.process.poll() is not None:
-                raise RuntimeError("nats-server did not start")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(5)
-        self.process = None
 
 
 @pytest.fixture
@@ -181,15 +140,6 @@ async def test_agent_on_one_instance_lists_and_calls_an_app_on_another(cluster, 
     await nothing_leaks(b)
 
 
-@pytest.mark.parametrize("mode", MODES)
-async def test_offline_everywhere_is_the_offline_tool_error(cluster, mode):
-    a, b = cluster()
-    async with sdk_agent(b, "nobody", mode) as client:
-        assert (await client.list_tools()).tools == []
-        result = await client.call_tool("echo")
-        assert result.is_error and text_of(result) == OFFLINE
-
-
 async def test_client_ids_do_not_reach_each_other(cluster):
     """IDs that differ only by characters NATS treats specially stay apart (ClientMCP v1 §7)."""
     a, b = cluster()
@@ -203,87 +153,19 @@ async def test_client_ids_do_not_reach_each_other(cluster):
 # -- ClientMCP v1 §4.3, docs/protocol.md, Call outcomes --------------------------------------------
 
 
-@pytest.mark.parametrize("era", ["legacy", "modern"])
-async def test_slow_remote_call_is_streamed_by_the_agents_instance(cluster, era):
-    a, b = cluster()
-    slow = SleepyTool(2.2, result={"content": [{"type": "text", "text": "late"}]})
-    if era == "modern":
-        headers = modern_headers(b, "x", "tools/call", name="slow")
-        body = modern_body("tools/call", 5, {"name": "slow"})
-    else:
-        headers, body = legacy_headers(b, "x"), legacy_body("tools/call", 5, {"name": "slow"})
-    async with online_app(a, "x", {"slow": slow}):
-        await sees(b, "x", tools=1)
-        with await RawHttp.open(b) as raw:
-            raw.send("POST", "/mcp", headers, body)
-            response = await raw.head()
-            assert response.headers["content-type"] == "text/event-stream"
-            items = []
-            while (item := await raw.sse_item()) is not None:
-                items.append(item)
-    *comments, last = items
-    assert len(comments) >= 2 and set(comments) == {("comment", "keep-alive")}
-    assert last[0] == "message" and last[1]["id"] == 5
-    assert last[1]["result"]["content"] == [{"type": "text", "text": "late"}]
-    await nothing_leaks(a)
-    await nothing_leaks(b)
+async def test_legacy_notifications_cancelled_sent_to_another_instance_reaches_the_remote_app(cluster):
+    """A load balancer may send the cancel to an instance where the call does not wait.
 
-
-@pytest.mark.parametrize("mode", MODES)
-async def test_app_disconnecting_fails_remote_calls_at_once(cluster, mode):
-    a, b = cluster()
-    held = HeldTool()
-    app = app_for(a, "x")
-    app.expose("held", held)
-    async with app, sdk_agent(b, "x", mode) as client:
-        await sees(b, "x", tools=1)
-        call = asyncio.ensure_future(client.call_tool("held"))
-        await asyncio.wait_for(held.started.wait(), WAIT)
-        started = time.monotonic()
-        await app.close()
-        result = await asyncio.wait_for(call, WAIT)
-        assert result.is_error and text_of(result) == DISCONNECTED
-        assert time.monotonic() - started < 2
-    await nothing_leaks(a)
-    await nothing_leaks(b)
-
-
-async def test_remote_call_times_out_on_the_agents_instance(cluster):
-    a, b = cluster(call_timeout=1.0)
-    held = HeldTool()
-    async with online_app(a, "x", {"held": held}), sdk_agent(b, "x", "legacy") as client:
-        await sees(b, "x", tools=1)
-        result = await asyncio.wait_for(client.call_tool("held"), WAIT)
-        assert result.is_error and text_of(result) == "The application did not answer within 1 s."
-        await asyncio.wait_for(held.cancelled.wait(), WAIT)  # the app got `cancel`
-    await nothing_leaks(a)
-    await nothing_leaks(b)
-
-
-async def test_agent_hanging_up_cancels_the_remote_call(cluster):
-    a, b = cluster()
-    held = HeldTool()
-    async with online_app(a, "x", {"held": held}) as app:
-        await sees(b, "x", tools=1)
-        with await RawHttp.open(b) as raw:
-            raw.send("POST", "/mcp", legacy_headers(b, "x"), legacy_body("tools/call", 1, {"name": "held"}))
-            await asyncio.wait_for(held.started.wait(), WAIT)
-        await asyncio.wait_for(held.cancelled.wait(), WAIT)
-        assert app.calls_cancelled == 1
-    await nothing_leaks(a)
-    await nothing_leaks(b)
-
-
-@pytest.mark.parametrize("cancel_on", ["agents instance", "apps instance"])
-async def test_legacy_notifications_cancelled_reaches_the_remote_app(cluster, cancel_on):
-    """The cancel may come to the instance of the call or (a load balancer) to any other one."""
+    The cancel sent to the call's own instance is tests/e2e/test_agent_calls.py's, run across
+    two instances through its `topology` fixture.
+    """
     a, b = cluster()
     held = HeldTool()
     async with online_app(a, "x", {"held": held}) as app:
         await sees(b, "x", tools=1)
         with (
             await RawHttp.open(b) as raw,
-            await RawHttp.open(b if cancel_on == "agents instance" else a) as other,
+            await RawHttp.open(a) as other,
         ):
             headers = {**legacy_headers(b, "x"), "Accept": "application/json"}
             raw.send("POST", "/mcp", headers, legacy_body("tools/call", 1, {"name": "held"}))
@@ -468,7 +350,8 @@ class ServeProcess:
             "CLIENTMCP_NATS": nats_url,
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "clientmcp_fast", "serve"],
+            # One process, so that killing it kills the instance (with --nats the default is one per core).
+            [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "1"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -568,6 +451,47 @@ def test_nats_setting_takes_urls_and_refuses_others():
 # -- docs/scaling.md, Workers -----------------------------------------------------------------------
 
 
+def test_workers_default_to_one_per_core_with_nats_and_one_without():
+    from clientmcp_fast.config import load
+
+    env = {"CLIENTMCP_SECRET": SECRET.decode()}
+    cores = len(os.sched_getaffinity(0))
+    assert load({**env, "CLIENTMCP_NATS": "nats://127.0.0.1:4222"}).workers == cores
+    assert load({**env, "CLIENTMCP_NATS": "nats://127.0.0.1:4222", "CLIENTMCP_WORKERS": "1"}).workers == 1
+    assert load(env).workers == 1
+
+
+@pytest.mark.parametrize("cores", ["all", "one"])
+async def test_serve_with_nats_starts_one_worker_per_core_of_its_affinity(nats_server, cores):
+    """`serve --nats` without --workers: a worker per core it may run on; on one core, it serves itself."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if cores == "one":  # below os.cpu_count(): the affinity mask, as a container's CPU set, is what counts
+        allowed = allowed[:1]
+    port = _free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "clientmcp_fast", "serve", "--nats", nats_server.url],
+        env=_serve_env(CLIENTMCP_PORT=str(port)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, allowed),
+    )
+    try:
+        give_up = time.monotonic() + WAIT
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            assert time.monotonic() < give_up and serve.poll() is None
+            await asyncio.sleep(0.05)
+        workers = psutil.Process(serve.pid).children()
+        # One core: the process serves itself; more: it only starts that many workers.
+        assert len(workers) == (len(allowed) if len(allowed) > 1 else 0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait(5)
+
+
 def _serve_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "CLIENTMCP_SECRET": SECRET.decode(), "CLIENTMCP_HOST": "127.0.0.1", **extra}
 
@@ -621,6 +545,89 @@ async def test_workers_share_one_port_and_reach_each_others_apps(nats_server):
         serve.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(serve.wait, 15) == 0
         assert not any(worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE for worker in workers)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait(5)
+
+
+def _free_ports(count: int) -> int:
+    """The first of `count` consecutive free loopback ports."""
+    while True:
+        first = _free_port()
+        if first + count - 1 > 65535:
+            continue
+        with contextlib.ExitStack() as held:
+            try:
+                for port in range(first, first + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return first
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """The unlabelled samples of the metrics listener on `port` (name -> value)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=WAIT) as response:
+        text = response.read().decode()
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if not sample.labels
+    }
+
+
+async def test_each_worker_serves_its_metrics_on_the_metrics_port_plus_its_index(nats_server):
+    """docs/operations.md, Workers: worker k on the port + k, each counting its own apps, kept on a restart."""
+    port, metrics = _free_port(), _free_ports(2)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "2", "--nats", nats_server.url],
+        env=_serve_env(CLIENTMCP_PORT=str(port), CLIENTMCP_METRICS=f"127.0.0.1:{metrics}"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+    async def listening(*ports: int) -> None:
+        give_up = time.monotonic() + WAIT
+        for each in ports:
+            while True:
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", each), 0.2):
+                    break
+                assert time.monotonic() < give_up and serve.poll() is None
+                await asyncio.sleep(0.05)
+
+    try:
+        await listening(port, metrics, metrics + 1)
+        target = ServeProcess.__new__(ServeProcess)
+        target.port = port
+        async with contextlib.AsyncExitStack() as apps:
+            online, count = [0, 0], 0
+            # Each app is a new connection, which the kernel gives to either worker: connect
+            # until both hold some, each counting its own.
+            while min(online) == 0:
+                assert count < 40
+                await apps.enter_async_context(online_app(target, f"app-{count}", {"echo": echo}))
+                count += 1
+                scraped = [await asyncio.to_thread(_scrape, metrics + k) for k in (0, 1)]
+                online = [int(each["clientmcp_apps_online"]) for each in scraped]
+            assert sum(online) == count
+            assert sum(int(each["clientmcp_app_connections_opened_total"]) for each in scraped) == count
+        before = psutil.Process(serve.pid).children()
+        before[1].kill()  # the supervisor starts another in its place, on the same metrics port
+        give_up = time.monotonic() + WAIT
+        while before[1].pid in {child.pid for child in psutil.Process(serve.pid).children()}:
+            assert time.monotonic() < give_up
+            await asyncio.sleep(0.05)
+        await listening(metrics, metrics + 1)
+        scraped = [await asyncio.to_thread(_scrape, metrics + k) for k in (0, 1)]
+        assert sorted(int(each["clientmcp_app_connections_opened_total"]) for each in scraped)[0] == 0
+        serve.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(serve.wait, 15) == 0
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(serve.pid, signal.SIGKILL)

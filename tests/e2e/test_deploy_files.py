@@ -2,12 +2,15 @@
 
 The systemd unit goes through `systemd-analyze verify`, which names every unknown key or
 bad value (systemd is not PID 1 on these machines, so the unit is not started). Compose has
-no engine here at all: deploy/compose.yaml is shown in docs/deployment.md and not run.
+no engine here at all: deploy/compose.yaml is shown in docs/deployment.md and not run, and
+deploy/compose-cluster.yaml is checked against the nginx site it mounts (which
+tests/e2e/test_examples.py runs through `make cluster-demo`).
 The proxies' files are run by test_proxies.py.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -39,3 +42,14 @@ def test_systemd_analyze_would_complain_of_a_bad_key(tmp_path):
     copy.write_text("[Service]\nExecStart=/bin/true\nKillSignall=SIGTERM\n")
     done = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, timeout=60)
     assert "Unknown key" in done.stderr
+
+
+def test_the_cluster_compose_file_names_the_instances_its_nginx_site_balances():
+    compose = (ROOT / "deploy" / "compose-cluster.yaml").read_text()
+    site = (ROOT / "deploy" / "nginx-cluster.conf").read_text()
+    upstream = re.findall(r"^    server (\S+):8080;$", site, re.M)
+    services = re.findall(r"^  (clientmcp-\d+): \*clientmcp$", compose, re.M)
+    assert upstream == services == ["clientmcp-1", "clientmcp-2", "clientmcp-3"]
+    assert "./nginx-cluster.conf:/etc/nginx/conf.d/default.conf:ro" in compose
+    assert "./nats.conf:/etc/nats/nats.conf:ro" in compose and "CLIENTMCP_NATS: nats://nats:4222" in compose
+    assert (ROOT / "deploy" / "nats.conf").read_text().count("max_payload: 8MB") == 1

@@ -7,6 +7,7 @@ no snippet in the docs goes untested.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -37,6 +38,7 @@ RUN_BY = {
     "agent_curl.sh": "test_the_agents_use_the_demo",
     "backend_token.py": "test_a_backend_mints_with_the_current_generation",
     "backend_token_nats.py": "test_a_backend_mints_with_the_generation_of_the_clusters_bucket",
+    "cluster_demo.py": "test_the_cluster_demo_serves_apps_and_agents_through_one_port",
 }
 FENCE = re.compile(r"^```(\S*)[ \t]*(\S*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 WAIT = 20.0
@@ -342,3 +344,92 @@ def test_a_backend_mints_with_the_generation_of_the_clusters_bucket():
     assert verifier.verify(token.stdout.strip(), "client", time.time()) == "my-app"
     with pytest.raises(TokenError, match="^token revoked: gen 0, the current generation is 2$"):
         verifier.verify(fresh.stdout.strip(), "client", time.time())
+
+
+class _Through:
+    """The cluster demo's one URL, seen as the e2e helpers see a bridge (tokens as it printed them)."""
+
+    def __init__(self, port: int, tokens: dict[str, str]) -> None:
+        self.ws_url = f"ws://127.0.0.1:{port}/connect"
+        self.mcp_url = f"http://127.0.0.1:{port}/mcp"
+        self.tokens = tokens
+
+    def token(self, role: str, client_id: str) -> str:
+        return self.tokens[role]
+
+
+def test_the_cluster_demo_serves_apps_and_agents_through_one_port():
+    """`make cluster-demo`: nginx on loopback in front of three instances joined through NATS.
+
+    docs/scaling.md, Three instances behind one port.
+
+    An app connects through nginx to one instance; official SDK agents, in both eras, through
+    nginx too, each request to the next instance in turn (no sticky sessions): every call
+    reaches the app, and nginx's access log shows that all three instances served them.
+    Ctrl-C then stops everything and removes the demo's folder.
+    """
+    import asyncio
+
+    import psutil
+    from agents import sdk_agent
+
+    from clientmcp_fast.client import ClientMCP
+
+    demo = subprocess.Popen(
+        [sys.executable, "examples/cluster_demo.py", "--port", "0", "--client-id", "team.todos"],
+        cwd=ROOT,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # Ctrl-C reaches the whole group, as in a terminal
+    )
+    try:
+        printed = ""
+        while "Ctrl-C stops them all." not in printed:
+            line = demo.stdout.readline()
+            assert line, (printed, demo.stderr.read())
+            printed += line
+        instances = set(re.search(r"127\.0\.0\.1 ports ([\d, ]+)\)", printed).group(1).split(", "))
+        port = int(re.search(r"apps connect to: +ws://127\.0\.0\.1:(\d+)/connect", printed).group(1))
+        tokens = dict(re.findall(r"^(client|agent) token: (\S+)$", printed, re.M))
+        folder = Path(re.search(r"naming the instance of each request: (\S+)", printed).group(1))
+        assert len(instances) == 3 and set(tokens) == {"client", "agent"}
+        through = _Through(port, tokens)
+        children = psutil.Process(demo.pid).children()
+        assert len(children) == 5  # nats-server, three bridges, nginx
+
+        async def use() -> None:
+            async def echo(arguments: dict) -> str:
+                return json.dumps(arguments)
+
+            app = ClientMCP(through.ws_url, tokens["client"], reconnect=False)
+            app.expose("echo", echo)
+            async with app:
+                for n in range(6):
+                    async with sdk_agent(through, "team.todos", ("legacy", "auto")[n % 2]) as agent:
+                        give_up = time.monotonic() + WAIT
+                        # An instance other than the app's hears of it within a NATS round trip.
+                        while [tool.name for tool in (await agent.list_tools()).tools] != ["echo"]:
+                            assert time.monotonic() < give_up
+                            await asyncio.sleep(0.05)
+                        result = await agent.call_tool("echo", {"n": n})
+                        assert not result.is_error and json.loads(result.content[0].text) == {"n": n}
+
+        asyncio.run(use())
+        served = [line.split() for line in (folder / "access.log").read_text().splitlines()]
+        assert {upstream.rpartition(":")[2] for path, _, upstream in served if path == "/mcp"} == instances
+        (connect,) = [line for line in served if line[0] == "/connect"]  # logged when it closed
+        assert connect[1] == "101" and connect[2].rpartition(":")[2] in instances
+        os.killpg(demo.pid, signal.SIGINT)
+        assert demo.wait(30) == 0, demo.stderr.read()
+        assert not folder.exists()
+        assert not [
+            child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE
+        ]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(demo.pid, signal.SIGKILL)
+        demo.wait(10)
+        demo.stdout.close()
+        demo.stderr.close()

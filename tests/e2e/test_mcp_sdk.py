@@ -2,12 +2,15 @@
 
 `legacy` does the initialize handshake (2025-11-25), `2026-07-28` pins the modern era
 without a probe, `auto` (the SDK's default) probes server/discover and must end modern.
-The app is always `ClientMCP`, in this test's loop.
+The app is always `ClientMCP`, in this test's loop. The calls' outcomes run twice
+(conftest.py, `topology`): in one process, and with the app on one instance and the agent on
+another, joined through a real nats-server (docs/scaling.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -21,7 +24,9 @@ from agents import (
     app_for,
     eventually,
     nothing_leaks,
+    nothing_leaks_in,
     online_app,
+    online_in,
     sdk_agent,
     wait_registered,
 )
@@ -112,7 +117,7 @@ async def test_lists_the_apps_tools_in_declared_order(bridge, mode):
     await nothing_leaks(bridge)
 
 
-async def test_call_with_arguments_reaches_the_app_as_sent(bridge, mode):
+async def test_call_with_arguments_reaches_the_app_as_sent(topology, mode):
     """The app's handler receives the agent's arguments exactly; its result comes back."""
     seen: list[dict[str, Any]] = []
 
@@ -121,12 +126,12 @@ async def test_call_with_arguments_reaches_the_app_as_sent(bridge, mode):
         return f"got {len(arguments)}"
 
     arguments = {"text": "héllo", "n": 3, "nested": {"list": [1, None, True]}}
-    async with online_app(bridge, "x", {"record": record}), sdk_agent(bridge, "x", mode) as client:
+    async with online_in(topology, "x", {"record": record}), sdk_agent(topology.agent, "x", mode) as client:
         result = await client.call_tool("record", arguments)
         assert result.is_error is False
         assert text_of(result) == "got 3"
         assert seen == [arguments]
-    await nothing_leaks(bridge)
+    await nothing_leaks_in(topology)
 
 
 async def test_call_without_arguments_reaches_the_app_as_empty_object(bridge, mode):
@@ -197,43 +202,49 @@ async def test_replacing_connection_announces_its_tools(bridge, mode):
 # -- ClientMCP v1 §4.3, docs/protocol.md, Call outcomes ------------------------------------------
 
 
-async def test_offline_app_has_no_tools_and_calls_fail_with_a_tool_error(bridge, mode):
+async def test_offline_app_has_no_tools_and_calls_fail_with_a_tool_error(topology, mode):
     """With no app connected, tools/list is empty and tools/call is an isError result saying why."""
-    async with sdk_agent(bridge, "x", mode) as client:
+    async with sdk_agent(topology.agent, "x", mode) as client:
         assert (await client.list_tools()).tools == []
         result = await client.call_tool("anything", {"a": 1})
         assert result.is_error is True
         assert text_of(result) == OFFLINE
-    await nothing_leaks(bridge)
+    await nothing_leaks_in(topology)
 
 
-async def test_timed_out_call_fails_and_cancels_the_apps_handler(start_bridge, mode):
+async def test_timed_out_call_fails_and_cancels_the_apps_handler(start_topology, mode):
     """No result within the call timeout: a tool error naming it, and `cancel` to the app."""
-    bridge = start_bridge(call_timeout=0.5)
+    topology = start_topology(call_timeout=0.5)
     slow = SleepyTool(30)
-    async with online_app(bridge, "x", {"slow": slow}) as app, sdk_agent(bridge, "x", mode) as client:
+    async with (
+        online_in(topology, "x", {"slow": slow}) as app,
+        sdk_agent(topology.agent, "x", mode) as client,
+    ):
         result = await client.call_tool("slow")
         assert result.is_error is True
         assert text_of(result) == "The application did not answer within 0.5 s."
         await asyncio.wait_for(slow.cancelled.wait(), WAIT)
         assert app.calls_cancelled == 1
-    await nothing_leaks(bridge)
+    await nothing_leaks_in(topology)
 
 
-async def test_slow_call_is_answered_after_keep_alives(bridge, mode):
+async def test_slow_call_is_answered_after_keep_alives(topology, mode):
     """A call that takes 2.5 s is streamed (docs/protocol.md, Call outcomes) and its result still arrives intact."""
     slow = SleepyTool(
         2.5, result={"content": [{"type": "text", "text": "done\nafter a while"}], "isError": False}
     )
-    async with online_app(bridge, "x", {"slow": slow}) as app, sdk_agent(bridge, "x", mode) as client:
+    async with (
+        online_in(topology, "x", {"slow": slow}) as app,
+        sdk_agent(topology.agent, "x", mode) as client,
+    ):
         result = await client.call_tool("slow")
         assert result.is_error is False
         assert text_of(result) == "done\nafter a while"
         assert app.calls_cancelled == 0
-    await nothing_leaks(bridge)
+    await nothing_leaks_in(topology)
 
 
-async def test_cancelled_call_reaches_the_app_as_cancel(bridge, mode):
+async def test_cancelled_call_reaches_the_app_as_cancel(topology, mode):
     """The SDK abandoning a call (legacy: notifications/cancelled; modern: aborting its POST) cancels it."""
     posted: list[bytes] = []
 
@@ -243,8 +254,8 @@ async def test_cancelled_call_reaches_the_app_as_cancel(bridge, mode):
 
     held = HeldTool()
     async with (
-        online_app(bridge, "x", {"held": held}) as app,
-        sdk_agent(bridge, "x", mode, event_hooks={"request": [remember]}) as client,
+        online_in(topology, "x", {"held": held}) as app,
+        sdk_agent(topology.agent, "x", mode, event_hooks={"request": [remember]}) as client,
     ):
         call = asyncio.ensure_future(client.call_tool("held", {"step": 1}))
         await asyncio.wait_for(held.started.wait(), WAIT)
@@ -258,18 +269,23 @@ async def test_cancelled_call_reaches_the_app_as_cancel(bridge, mode):
         # 2026-07-28, basic/transports): a notification in legacy, closing the request's own
         # stream in 2026-07-28, which the bridge reads as a cancel.
         assert len(cancels) == (1 if mode == "legacy" else 0)
-    await nothing_leaks(bridge)
+    await nothing_leaks_in(topology)
 
 
-async def test_app_disconnecting_mid_call_fails_the_call(bridge, mode):
-    """The app going away before answering gives the agent a tool error saying so."""
+async def test_app_disconnecting_mid_call_fails_the_call_at_once(topology, mode):
+    """The app going away before answering gives the agent a tool error saying so, at once."""
     held = HeldTool()
-    async with online_app(bridge, "x", {"held": held}) as app, sdk_agent(bridge, "x", mode) as client:
+    async with (
+        online_in(topology, "x", {"held": held}) as app,
+        sdk_agent(topology.agent, "x", mode) as client,
+    ):
         call = asyncio.ensure_future(client.call_tool("held"))
         await asyncio.wait_for(held.started.wait(), WAIT)
+        closed = time.monotonic()
         await app.close()
         result = await asyncio.wait_for(call, WAIT)
+        assert time.monotonic() - closed < 2  # not the heartbeat's 3 s, let alone the call timeout
         assert result.is_error is True
         assert text_of(result) == DISCONNECTED
         assert (await client.list_tools()).tools == []
-    await nothing_leaks(bridge)
+    await nothing_leaks_in(topology)

@@ -451,16 +451,30 @@ def test_settings_of_logs_and_metrics():
         ({"CLIENTMCP_LOG_FORMAT": "xml"}, "CLIENTMCP_LOG_FORMAT: 'xml' is not one of text, json"),
         (
             {
-                "CLIENTMCP_METRICS": "127.0.0.1:9464",
+                "CLIENTMCP_METRICS": "127.0.0.1:65535",
                 "CLIENTMCP_WORKERS": "2",
                 "CLIENTMCP_NATS": "nats://127.0.0.1:4222",
             },
-            "--metrics is not supported with --workers above 1 yet: run one process per instance",
+            "--metrics: worker 1 would listen on port 65536, above 65535 "
+            "(worker k listens on the metrics port + k)",
         ),
     ):
         with pytest.raises(ConfigError) as error:
             load({**env, **bad})
         assert str(error.value) == message
+
+
+def test_worker_k_gets_the_metrics_port_plus_k():
+    from clientmcp_fast.config import load, worker_settings
+
+    env = {"CLIENTMCP_SECRET": "s" * 32, "CLIENTMCP_NATS": "nats://127.0.0.1:4222", "CLIENTMCP_WORKERS": "3"}
+    settings = load({**env, "CLIENTMCP_METRICS": "127.0.0.1:9464"})
+    workers = [worker_settings(settings, k) for k in range(3)]
+    assert [w.metrics for w in workers] == [("127.0.0.1", 9464), ("127.0.0.1", 9465), ("127.0.0.1", 9466)]
+    assert {(w.workers, w.reuse_port) for w in workers} == {(1, True)}
+    free = load({**env, "CLIENTMCP_METRICS": "127.0.0.1:0"})  # port 0: each its own free port
+    assert worker_settings(free, 2).metrics == ("127.0.0.1", 0)
+    assert worker_settings(load(env), 2).metrics is None
 
 
 async def test_a_stream_hears_of_a_register(metered):
