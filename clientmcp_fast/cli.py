@@ -190,6 +190,8 @@ def _serve(flags: argparse.Namespace) -> int:
     elif settings.workers > 1:
         from clientmcp_fast.workers import run_workers
 
+        if settings.state is not None:
+            _check_store(settings.state, settings.nats)  # one line, before any worker says it too
         return run_workers(settings.workers, WORKER_ENV)
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
@@ -198,6 +200,16 @@ def _serve(flags: argparse.Namespace) -> int:
     finally:
         loop.close()
     return 0
+
+
+def _check_store(path: str, nats_urls: tuple[str, ...]) -> None:
+    """Open and close the state store `--state` names; ConfigError (exit 2) when it cannot be used."""
+    from clientmcp_fast.state import StoreError, open_store
+
+    try:
+        open_store(path, nats_urls).close()
+    except StoreError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _token(flags: argparse.Namespace) -> int:
