@@ -152,7 +152,8 @@ class Bridge:
             app.calls.clear()
             # A newer connection took the ID (4409) when it is no longer this app's.
             why = DISCONNECTED if self.apps.get(app.client_id) is app else REPLACED  # type: ignore[arg-type]
-            now = max(self.counters.now, app.last_seen)
+            # The latest time the loop gave the core (an app held elsewhere has no last_seen).
+            now = self.counters.now
             for call in calls:
                 self.calls.finish(call)
                 self._ended(call, why, now)

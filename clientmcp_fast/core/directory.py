@@ -289,6 +289,7 @@ class Directory:
     def receive(self, message: tuple, now: float) -> None:
         """One message from the bus."""
         self.now = now
+        self.bridge.counters.now = now  # when a result or a departure in it ends a call
         kind = message[0]
         if kind == APP:
             self._on_app_message(message[1], message[2], message[3], message[4], now)
