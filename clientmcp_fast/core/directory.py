@@ -17,6 +17,13 @@ highest (epoch, instance ID) holds the client ID everywhere. A connection made a
 instance heard of another one's claim always has a higher epoch, so "newest" is the causal
 order; two made concurrently on two instances are ordered by instance ID, the same way on
 every instance, so exactly one survives and the others are closed with 4409.
+
+Ordering (docs/scaling.md, Ordering): what an instance says of its apps travels on several
+subjects, which the receiving side may apply in either order. So every STATE, GONE and SYNC
+carries the sending instance's sequence number, and an older one never undoes a newer one: a
+STATE older than the last applied for the same connection is dropped, a GONE ends its
+connection for good (remembered for DEAD_AFTER seconds against a STATE delivered after it),
+and whatever an instance sent before its latest SYNC is superseded by the states after it.
 """
 
 from __future__ import annotations
@@ -42,13 +49,13 @@ BEAT_EVERY = 1.0
 DEAD_AFTER = 3.0
 
 # Message kinds (the first element of every message tuple).
-STATE = 1  # (STATE, client_id, epoch, instance, tools_json | None, instructions | None)
-GONE = 2  # (GONE, client_id, epoch, instance)
+STATE = 1  # (STATE, client_id, epoch, instance, tools_json | None, instructions | None, seq)
+GONE = 2  # (GONE, client_id, epoch, instance, seq)
 APP = 3  # (APP, from_instance, client_id, epoch, message): a call or cancel for the app
 RESULT = 4  # (RESULT, client_id, call_id, result, has_result_type)
 ERROR = 5  # (ERROR, client_id, call_id, text)
 BEAT = 6  # (BEAT, instance)
-SYNC = 7  # (SYNC, instance): send me the state of your apps
+SYNC = 7  # (SYNC, instance, seq): send me the state of your apps; forget what I sent before
 CANCEL = 8  # (CANCEL, client_id, request_id, session | None): a legacy notifications/cancelled
 
 # The other side checked the register against its own limit already.
@@ -91,9 +98,10 @@ class RemoteApp:
         "calls",
         "congested_since",
         "last_seen",
+        "seq",
     )
 
-    def __init__(self, directory: Directory, client_id: str, instance: str, epoch: int) -> None:
+    def __init__(self, directory: Directory, client_id: str, instance: str, epoch: int, seq: int = 0) -> None:
         self.directory = directory
         self.client_id = client_id
         self.instance = instance
@@ -102,6 +110,7 @@ class RemoteApp:
         self.calls: dict[str, Call] = {}
         self.congested_since = None  # the app's own instance answers busy
         self.last_seen = math.inf  # its own instance closes it when idle
+        self.seq = seq  # of the latest STATE applied (docs/scaling.md, Ordering)
 
     @property
     def ws(self) -> RemoteApp:
@@ -169,6 +178,11 @@ class Directory:
         self.local: dict[str, tuple[object, int]] = {}  # client ID -> (AppChannel, epoch) held here
         self.forwarded: dict[tuple[str, str], ForwardedCall] = {}
         self.peers: dict[str, float] = {}  # instance -> when last heard from
+        # docs/scaling.md, Ordering: the sequence of what this instance says of its apps; per
+        # peer, the sequence of its latest SYNC; and the connections whose GONE came lately.
+        self.seq = 0
+        self.floors: dict[str, int] = {}
+        self.ended: dict[str, tuple[int, str, float]] = {}  # client ID -> (epoch, instance, until)
         self.connected = False
         self._beat_at = -math.inf
         self.now = 0.0
@@ -225,17 +239,16 @@ class Directory:
             if self.claims.get(client_id) == (epoch, self.instance):
                 del self.claims[client_id]
             if self.connected:
-                self.bus.send(self.app_subject(client_id), (GONE, client_id, epoch, self.instance))
+                self.seq += 1
+                self.bus.send(self.app_subject(client_id), (GONE, client_id, epoch, self.instance, self.seq))
 
     def _send_state(self, subject: str, client_id: str, app, epoch: int) -> None:
         if not self.connected:
             return
         toolset = app.toolset
-        if toolset is None:
-            message = (STATE, client_id, epoch, self.instance, None, None)
-        else:
-            message = (STATE, client_id, epoch, self.instance, toolset.tools_json, toolset.instructions)
-        self.bus.send(subject, message)
+        tools, text = (None, None) if toolset is None else (toolset.tools_json, toolset.instructions)
+        self.seq += 1
+        self.bus.send(subject, (STATE, client_id, epoch, self.instance, tools, text, self.seq))
 
     def undeliverable(self, subject: str, message: tuple, limit: int) -> None:
         """The bus cannot carry `message` (over `limit` bytes): its call fails with a tool error rather than waiting."""
@@ -258,7 +271,6 @@ class Directory:
     def bus_up(self, now: float) -> None:
         """Connected (again) to the bus: say who we are and what we hold."""
         self.connected = True
-        self.bus.send(self.beat_subject, (SYNC, self.instance))
         self._announce_all(self.beat_subject)
         self._beat_at = now + BEAT_EVERY
 
@@ -269,7 +281,8 @@ class Directory:
         that follow (in the same turn) say what is true now: an app that left while the bus was
         down is gone everywhere, and calls this instance dropped meanwhile fail at once.
         """
-        self.bus.send(subject, (SYNC, self.instance))
+        self.seq += 1
+        self.bus.send(subject, (SYNC, self.instance, self.seq))
         for client_id, (app, epoch) in list(self.local.items()):
             self._send_state(subject, client_id, app, epoch)
 
@@ -300,11 +313,20 @@ class Directory:
             else:
                 self.bridge.calls.finish(call)
                 call.call_error(message[3])
+        elif not self.connected:
+            return  # read before the bus went down: what it says of other instances is stale
         elif kind == STATE:
-            self._on_state(message[1], message[2], message[3], message[4], message[5], now)
+            self._on_state(message[1], message[2], message[3], message[4], message[5], message[6], now)
         elif kind == GONE:
             client_id, epoch, instance = message[1], message[2], message[3]
-            if instance == self.instance or self.claims.get(client_id) != (epoch, instance):
+            if instance == self.instance or message[4] < self.floors.get(instance, 0):
+                return
+            # Its connection has ended: a STATE of it delivered after this (by another subject)
+            # must not bring it back (docs/scaling.md, Ordering).
+            ended = self.ended
+            ended.pop(client_id, None)
+            ended[client_id] = (epoch, instance, now + DEAD_AFTER)
+            if self.claims.get(client_id) != (epoch, instance):
                 return
             del self.claims[client_id]
             app = self.bridge.apps.get(client_id)
@@ -319,6 +341,9 @@ class Directory:
             known = instance in self.peers
             self.peers[instance] = now
             if kind == SYNC:
+                if message[2] < self.floors.get(instance, 0):
+                    return  # an older SYNC, delivered after a newer one (docs/scaling.md, Ordering)
+                self.floors[instance] = message[2]
                 # It starts over (it joined, or its bus came back): what we knew of its apps is
                 # replaced by the states that follow; it learns ours.
                 self._forget_apps_of(instance)
@@ -331,10 +356,20 @@ class Directory:
                 self._announce_all(self.instance_subject(instance))
 
     def _on_state(
-        self, client_id: str, epoch: int, instance: str, tools: bytes | None, text: str | None, now: float
+        self,
+        client_id: str,
+        epoch: int,
+        instance: str,
+        tools: bytes | None,
+        text: str | None,
+        seq: int,
+        now: float,
     ) -> None:
-        if instance == self.instance:
+        if instance == self.instance or seq < self.floors.get(instance, 0):
             return
+        ended = self.ended.get(client_id)
+        if ended is not None and ended[0] == epoch and ended[1] == instance:
+            return  # that connection's GONE came first
         if instance not in self.peers:
             self.peers[instance] = now
         if epoch > self.clock:
@@ -347,11 +382,16 @@ class Directory:
             # closes the one it replaces with 4409 if that one is here (ClientMCP v1 §3.1).
             self.claims[client_id] = claim
             self.local.pop(client_id, None)
-            bridge.attach(RemoteApp(self, client_id, instance, epoch), now)
+            bridge.attach(RemoteApp(self, client_id, instance, epoch, seq), now)
         elif claim != current:
             return  # older than the connection in use: that one's instance closes it
         app = bridge.apps.get(client_id)
-        if tools is None or type(app) is not RemoteApp or app.epoch != epoch:
+        if type(app) is not RemoteApp or app.epoch != epoch:
+            return
+        if seq < app.seq:
+            return  # an older state of this connection, delivered after a newer one
+        app.seq = seq
+        if tools is None:
             return
         try:
             toolset = parse_register(
@@ -395,6 +435,12 @@ class Directory:
         if now >= self._beat_at:
             self._beat_at = now + BEAT_EVERY
             self.bus.send(self.beat_subject, (BEAT, self.instance))
+        ended = self.ended
+        while ended:
+            client_id = next(iter(ended))
+            if ended[client_id][2] > now:
+                break
+            del ended[client_id]
         for instance, heard in list(self.peers.items()):
             if now - heard > DEAD_AFTER:
                 self._peer_gone(instance)
@@ -402,6 +448,7 @@ class Directory:
     def _peer_gone(self, instance: str) -> None:
         """An instance stopped answering: its apps are offline here, their calls fail as disconnected."""
         self.peers.pop(instance, None)
+        self.floors.pop(instance, None)
         bridge = self.bridge
         for key, call in list(self.forwarded.items()):
             if key[0] == instance:  # its agents are gone with it: our apps get `cancel`

@@ -36,12 +36,26 @@ class Network:
 
     def pump(self, now: float = NOW) -> None:
         while self.queue:
-            sender, subject, payload = self.queue.pop(0)
-            for directory in self.directories:
-                if directory is sender or not any(_matches(p, subject) for p in directory.subscriptions()):
-                    continue
-                for message in msgspec.msgpack.decode(payload):
-                    directory.receive(message, now)
+            self.deliver(self.queue.pop(0), now)
+
+    def deliver(self, item: tuple[Directory, str, bytes], now: float = NOW) -> None:
+        sender, subject, payload = item
+        for directory in self.directories:
+            if directory is sender or not any(_matches(p, subject) for p in directory.subscriptions()):
+                continue
+            for message in msgspec.msgpack.decode(payload):
+                directory.receive(message, now)
+
+    def pump_holding(self, subject: str, now: float = NOW) -> None:
+        """Deliver everything but what goes to `subject`, which stays queued (a slower path)."""
+        held = []
+        while self.queue:
+            item = self.queue.pop(0)
+            if item[1] == subject:
+                held.append(item)
+            else:
+                self.deliver(item, now)
+        self.queue = held
 
 
 def _matches(pattern: str, subject: str) -> bool:
@@ -285,3 +299,84 @@ def test_an_instance_taken_as_gone_comes_back_with_its_apps():
     b.directory.on_timer(NOW + DEAD_AFTER + 1)  # its heartbeat
     network.pump()
     assert list(a.apps["app-1"].toolset.tools) == ["echo"]
+
+
+# -- docs/scaling.md, Ordering: STATE and GONE travel on several subjects --------------------------
+#
+# nats-py hands each subscription's messages to its own task, so messages one instance sent in
+# order on two subjects (an app's subject, and the instance subject or the heartbeat subject
+# after a SYNC) may be applied in either order. These tests deliver them reversed.
+
+
+def newcomer(network):
+    """A bridge joining the cluster; the others' answers to its SYNC are still on the way to it."""
+    bridge = make_bridge(**QUIET)
+    bus = MemoryBus(network)
+    bus.directory = Directory(bridge, bus, "i9")
+    network.join(bus.directory)
+    bus.directory.bus_up(NOW)
+    network.pump_holding(bus.directory.instance_subject("i9"))
+    return bridge
+
+
+def reversed_delivery(network, now=NOW):
+    """Deliver what is queued in the reverse of the order it was sent."""
+    network.queue.reverse()
+    network.pump(now)
+
+
+def test_an_older_tool_set_delivered_late_does_not_overwrite_a_newer_one():
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "one")
+    c = newcomer(network)  # a answers its SYNC with "one" on c's instance subject
+    register(channel, tool("one"), tool("two"))  # then "one, two" on the app's subject
+    reversed_delivery(network)
+    assert list(c.apps["app-1"].toolset.tools) == ["one", "two"]
+    assert list(b.apps["app-1"].toolset.tools) == ["one", "two"]
+
+
+def test_a_state_delivered_after_its_gone_does_not_bring_the_app_back():
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "one")
+    c = newcomer(network)
+    channel.close(1000, "bye")
+    channel.on_close(1000, "bye")  # GONE on the app's subject, after the STATE for c
+    reversed_delivery(network)
+    assert "app-1" not in c.apps and "app-1" not in b.apps
+    c.directory.on_timer(NOW + DEAD_AFTER + 1)  # the GONE is forgotten in time
+    assert not c.directory.ended
+
+
+def test_what_an_instance_sent_before_its_sync_is_superseded_by_the_states_after_it():
+    """a's bus blips: a STATE sent before it, delivered after a's new SYNC, does not bring back a gone app."""
+    network, (a, b) = cluster()
+    channel, _ = online(network, a, "app-1", "one")
+    register(channel, tool("one"), tool("two"))  # its STATE is still on the way
+    stale = list(network.queue)
+    network.queue.clear()
+    a.directory.bus_down()
+    channel.close(1000, "bye")
+    channel.on_close(1000, "bye")  # while a's bus is down: no GONE
+    a.directory.bus_up(NOW + 1)  # SYNC: a holds nothing
+    network.pump(NOW + 1)
+    assert "app-1" not in b.apps
+    network.queue.extend(stale)
+    network.pump(NOW + 1)
+    assert "app-1" not in b.apps
+
+
+def test_an_older_sync_delivered_late_does_not_undo_a_newer_one():
+    network, (a, b) = cluster()
+    online(network, a, "app-1", "one")
+    a.directory.bus_down()
+    a.directory.bus_up(NOW)  # SYNC and "one": delivered late
+    stale = list(network.queue)
+    network.queue.clear()
+    channel = a.apps["app-1"]
+    register(channel, tool("one"), tool("two"))
+    a.directory.bus_down()
+    a.directory.bus_up(NOW)  # SYNC and "one, two": delivered first
+    network.pump()
+    network.queue.extend(stale)
+    network.pump()
+    assert list(b.apps["app-1"].toolset.tools) == ["one", "two"]
