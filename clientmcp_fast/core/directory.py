@@ -36,6 +36,8 @@ import msgspec
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent_legacy import cancel_call
 from clientmcp_fast.core.calls import Call
+from clientmcp_fast.core.counters import DISCONNECTED, NOT_REGISTERED, TOO_LARGE, UNKNOWN_TOOL
+from clientmcp_fast.core.counters import RESULT as ANSWERED
 from clientmcp_fast.core.jsonrpc import encode_json
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 from clientmcp_fast.log import logger
@@ -53,7 +55,7 @@ STATE = 1  # (STATE, client_id, epoch, instance, tools_json | None, instructions
 GONE = 2  # (GONE, client_id, epoch, instance, seq)
 APP = 3  # (APP, from_instance, client_id, epoch, message): a call or cancel for the app
 RESULT = 4  # (RESULT, client_id, call_id, result, has_result_type)
-ERROR = 5  # (ERROR, client_id, call_id, text)
+ERROR = 5  # (ERROR, client_id, call_id, text, outcome): outcome as in core/counters.py
 BEAT = 6  # (BEAT, instance)
 SYNC = 7  # (SYNC, instance, seq): send me the state of your apps; forget what I sent before
 CANCEL = 8  # (CANCEL, client_id, request_id, session | None): a legacy notifications/cancelled
@@ -138,7 +140,7 @@ class RemoteApp:
 class ForwardedCall(Call):
     """A call an agent made on another instance, run here on the local app; its end goes back."""
 
-    __slots__ = ("directory", "origin", "origin_id", "client_id")
+    __slots__ = ("directory", "origin", "origin_id", "client_id", "outcome")
 
     def __init__(self, directory: Directory, origin: str, origin_id: str, client_id: str) -> None:
         self.init_call(False)  # the agent's instance streams, not this one
@@ -146,6 +148,7 @@ class ForwardedCall(Call):
         self.origin = origin
         self.origin_id = origin_id
         self.client_id = client_id
+        self.outcome = ANSWERED  # how it ended, set before `call_error` (Directory.call_ended)
 
     def _reply(self, message: tuple) -> None:
         directory = self.directory
@@ -156,7 +159,7 @@ class ForwardedCall(Call):
         self._reply((RESULT, self.client_id, self.origin_id, bytes(result), has_result_type))
 
     def call_error(self, text: str) -> None:
-        self._reply((ERROR, self.client_id, self.origin_id, text))
+        self._reply((ERROR, self.client_id, self.origin_id, text, self.outcome))
 
     def call_slow(self) -> None:  # pragma: no cover - never wants a stream
         pass
@@ -255,9 +258,9 @@ class Directory:
         kind = message[0]
         text = outcomes.too_large_between_instances(limit)
         if kind == APP:  # a call for a remote app: it fails here
-            self.receive((ERROR, message[2], _decode_forwarded(message[4]).id, text), self.now)
+            self.receive((ERROR, message[2], _decode_forwarded(message[4]).id, text, TOO_LARGE), self.now)
         elif kind == RESULT:  # an app's answer: the agent's instance gets the error instead
-            self.bus.send(subject, (ERROR, message[1], message[2], text))
+            self.bus.send(subject, (ERROR, message[1], message[2], text, TOO_LARGE))
         else:
             logger.warning("cluster: a message about %r is over %d bytes: not sent", message[1], limit)
 
@@ -265,6 +268,14 @@ class Directory:
         """A legacy notifications/cancelled that named no call waiting here: the instance holding it cancels it."""
         if self.connected:
             self.bus.send(self.beat_subject, (CANCEL, client_id, bytes(request_id), session))
+
+    def call_ended(self, call: object, outcome: int) -> None:
+        """A call ended (the bridge tells each end): counted when it crossed instances (docs/operations.md)."""
+        if type(call) is ForwardedCall:
+            call.outcome = outcome  # its ERROR tells the agent's instance
+            self.bridge.counters.served[outcome] += 1
+        elif type(getattr(call, "app", None)) is RemoteApp:
+            self.bridge.counters.forwarded[outcome] += 1
 
     # -- the bus ------------------------------------------------------------------------------
 
@@ -312,6 +323,7 @@ class Directory:
                 self.bridge.complete(call, msgspec.Raw(message[3]), message[4])
             else:
                 self.bridge.calls.finish(call)
+                self.bridge._ended(call, message[4], now)
                 call.call_error(message[3])
         elif not self.connected:
             return  # read before the bus went down: what it says of other instances is stale
@@ -414,13 +426,19 @@ class Directory:
         held = self.local.get(client_id)
         if held is None or held[1] != epoch:
             # The connection the agent's instance meant is gone (replaced or closed).
+            self.call_ended(call, DISCONNECTED)
             call.call_error(outcomes.DISCONNECTED)
             return
         app = held[0]
         toolset = app.toolset  # type: ignore[attr-defined]
         tool = toolset.tools.get(message.name) if toolset is not None else None
         if tool is None:
-            call.call_error(outcomes.NOT_REGISTERED if toolset is None else f"Unknown tool: {message.name}")
+            if toolset is None:
+                self.call_ended(call, NOT_REGISTERED)
+                call.call_error(outcomes.NOT_REGISTERED)
+            else:
+                self.call_ended(call, UNKNOWN_TOOL)
+                call.call_error(f"Unknown tool: {message.name}")
             return
         self.forwarded[(origin, message.id)] = call
         self.bridge.start_call(app, tool, bytes(message.arguments), call, now)  # type: ignore[arg-type]
