@@ -207,6 +207,7 @@ async def test_after_sigkill_of_its_instance_the_app_reconnects_elsewhere_and_an
             app.expose("echo", echo)
             async with app, sdk_agent(c, "x", "legacy") as agent:
                 await sees(c, "x", tools=2)
+                await sees(b, "x", tools=2)
                 assert b.call(lambda s: s.bridge.apps["x"].instance) == c.call(
                     lambda s: s.bridge.apps["x"].instance
                 )
@@ -221,6 +222,7 @@ async def test_after_sigkill_of_its_instance_the_app_reconnects_elsewhere_and_an
                 assert took <= 5.0, took
                 b_instance = b.call(lambda s: s.cluster.instance)
                 await eventually(c, lambda s: getattr(s.bridge.apps.get("x"), "instance", None) == b_instance)
+                await sees(c, "x", tools=2)  # and registered there
                 assert json.loads(text_of(await agent.call_tool("echo", {"k": 1}))) == {"k": 1}
                 await eventually(c, instances(1))  # A is taken as gone: the app, now on B, stays
                 assert json.loads(text_of(await agent.call_tool("echo", {"k": 2}))) == {"k": 2}
