@@ -24,6 +24,7 @@ from prometheus_client.core import (
 from clientmcp_fast import __version__
 from clientmcp_fast.core.agent_streams import LegacyStream
 from clientmcp_fast.core.counters import DURATION_BUCKETS, ERAS, METHODS, OUTCOMES
+from clientmcp_fast.core.directory import RemoteApp
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.counters import Counters
@@ -183,6 +184,19 @@ def _cluster(cluster: NatsCluster, counters: Counters) -> Iterator[object]:
         "clientmcp_cluster_remote_apps",
         "Apps held by other instances, as this instance knows them",
         len(directory.claims) - len(directory.local),
+    )
+    over = sum(
+        1 for app in list(cluster.server.bridge.apps.values()) if type(app) is RemoteApp and app.over_bound
+    )
+    yield _gauge(
+        "clientmcp_cluster_remote_apps_without_tools",
+        "Apps held by other instances whose tools this one does not keep (--max-remote-apps)",
+        over,
+    )
+    yield _counter(
+        "clientmcp_cluster_tools_not_kept",
+        "Times an app held elsewhere was left without its tools here for --max-remote-apps",
+        directory.not_kept,
     )
     for name, documentation, counts in (
         (

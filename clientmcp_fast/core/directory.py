@@ -101,6 +101,8 @@ class RemoteApp:
         "congested_since",
         "last_seen",
         "seq",
+        "kept",
+        "over_bound",
     )
 
     def __init__(self, directory: Directory, client_id: str, instance: str, epoch: int, seq: int = 0) -> None:
@@ -113,6 +115,10 @@ class RemoteApp:
         self.congested_since = None  # the app's own instance answers busy
         self.last_seen = math.inf  # its own instance closes it when idle
         self.seq = seq  # of the latest STATE applied (docs/scaling.md, Ordering)
+        # docs/scaling.md, Apps held elsewhere: its tool set counts against the bound; or, the
+        # bound was reached, so its tools are not kept here (agents get TOOLS_NOT_KEPT).
+        self.kept = False
+        self.over_bound = False
 
     @property
     def ws(self) -> RemoteApp:
@@ -134,6 +140,7 @@ class RemoteApp:
         """Replaced (or the bridge ends): its calls fail now; the connection is closed where it is."""
         bridge = self.directory.bridge
         if bridge.apps.get(self.client_id) is not self:
+            self.directory.release(self)
             bridge.detach(self)
 
 
@@ -186,6 +193,11 @@ class Directory:
         self.seq = 0
         self.floors: dict[str, int] = {}
         self.ended: dict[str, tuple[int, str, float]] = {}  # client ID -> (epoch, instance, until)
+        # docs/scaling.md, Apps held elsewhere: how many remote apps' tool sets are kept here.
+        self.kept = 0
+        self.max_kept = bridge.limits.max_remote_apps
+        self.not_kept = 0  # times an app's tools were not kept for the bound (a metric)
+        self._warn_at = -math.inf
         self.connected = False
         self._beat_at = -math.inf
         self.now = 0.0
@@ -232,6 +244,7 @@ class Directory:
         """The app holding its client ID went away."""
         client_id = app.client_id
         if type(app) is RemoteApp:
+            self.release(app)
             if self.claims.get(client_id) == (app.epoch, app.instance):
                 del self.claims[client_id]
             return
@@ -405,6 +418,13 @@ class Directory:
         app.seq = seq
         if tools is None:
             return
+        if not app.kept:
+            if self.kept >= self.max_kept:
+                self._not_kept(app, now)
+                return
+            app.kept = True
+            app.over_bound = False
+            self.kept += 1
         try:
             toolset = parse_register(
                 msgspec.Raw(tools),
@@ -414,6 +434,25 @@ class Directory:
         except RegisterError:  # pragma: no cover - the app's instance accepted it
             return
         bridge.registered(app, toolset)
+
+    def _not_kept(self, app: RemoteApp, now: float) -> None:
+        """The bound of remote apps is reached: this one is known to be online, without its tools."""
+        if not app.over_bound:
+            app.over_bound = True
+            self.not_kept += 1
+        if now >= self._warn_at:  # at most a line a minute, however many apps are over
+            self._warn_at = now + 60.0
+            logger.warning(
+                "cluster: this instance keeps the tools of %d apps held elsewhere (--max-remote-apps); "
+                "agents here get a tool error for the others",
+                self.max_kept,
+            )
+
+    def release(self, app: RemoteApp) -> None:
+        """A remote app leaves this instance's apps: its tool set no longer counts against the bound."""
+        if app.kept:
+            app.kept = False
+            self.kept -= 1
 
     def _on_app_message(self, origin: str, client_id: str, epoch: int, data: bytes, now: float) -> None:
         message = _decode_forwarded(data)

@@ -380,3 +380,39 @@ def test_an_older_sync_delivered_late_does_not_undo_a_newer_one():
     network.queue.extend(stale)
     network.pump()
     assert list(b.apps["app-1"].toolset.tools) == ["one", "two"]
+
+
+# -- docs/scaling.md, Apps held elsewhere: a bound on the tool sets kept -------------------------------
+
+
+def test_past_the_bound_a_remote_app_is_known_without_its_tools_until_there_is_room():
+    network, (a, b) = cluster(max_remote_apps=2)
+    first, _ = online(network, a, "app-1", "one")
+    online(network, a, "app-2", "two")
+    third, _ = online(network, a, "app-3", "three")
+    assert [list(b.apps[i].toolset.tools) for i in ("app-1", "app-2")] == [["one"], ["two"]]
+    over = b.apps["app-3"]
+    assert type(over) is RemoteApp and over.toolset is None and over.over_bound
+    assert (b.directory.kept, b.directory.not_kept) == (2, 1)
+    assert a.directory.kept == 0 and all(a.apps[i].toolset is not None for i in ("app-1", "app-2", "app-3"))
+    register(third, tool("three"), tool("four"))  # still no room
+    network.pump()
+    assert b.apps["app-3"].toolset is None and b.directory.not_kept == 1
+    first.close(1000, "bye")
+    first.on_close(1000, "bye")
+    network.pump()
+    assert "app-1" not in b.apps and b.directory.kept == 1
+    register(third, tool("three"))  # its next state finds room
+    network.pump()
+    assert list(b.apps["app-3"].toolset.tools) == ["three"] and not b.apps["app-3"].over_bound
+    assert b.directory.kept == 2
+
+
+def test_a_replaced_or_forgotten_remote_app_frees_its_place():
+    network, (a, b) = cluster(max_remote_apps=1)
+    online(network, a, "app-1", "one")
+    assert b.directory.kept == 1
+    online(network, a, "app-1", "two")  # a newer connection for the ID: its RemoteApp replaces the old
+    assert list(b.apps["app-1"].toolset.tools) == ["two"] and b.directory.kept == 1
+    b.directory.bus_down()
+    assert b.directory.kept == 0 and "app-1" not in b.apps

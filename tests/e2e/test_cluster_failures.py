@@ -38,6 +38,12 @@ pytest.importorskip("nats", reason="the cluster needs nats-py (pip install 'clie
 pytestmark = pytest.mark.anyio
 
 METRICS = ("127.0.0.1", 0)
+# docs/scaling.md, Apps held elsewhere (written out: the test checks the package's text).
+TOOLS_NOT_KEPT = (
+    "The application is connected to another bridge instance, and this instance holds the tools of "
+    "as many such applications as it may: they are unavailable here until that changes."
+)
+
 # test_cluster.py's fixtures: a nats-server on loopback, and bridge instances joined through it.
 nats_server = test_cluster.nats_server
 cluster = test_cluster.cluster
@@ -231,3 +237,38 @@ async def test_after_sigkill_of_its_instance_the_app_reconnects_elsewhere_and_an
         doomed.kill()
     await nothing_leaks(b)
     await nothing_leaks(c)
+
+
+# -- docs/scaling.md, Apps held elsewhere: the bound on the tool sets an instance keeps -----------------
+
+
+async def test_past_max_remote_apps_an_agent_gets_a_specific_tool_error_until_there_is_room(cluster):
+    a, b = cluster(max_remote_apps=1, metrics=METRICS)
+    async with online_app(a, "x", {"echo": echo}) as x:
+        await sees(b, "x", tools=1)
+        async with online_app(a, "y", {"echo": echo}) as y:
+            await eventually(b, lambda s: "y" in s.bridge.apps)
+            before = scrape(b)
+            async with sdk_agent(b, "y", "legacy") as agent:
+                assert (await agent.list_tools()).tools == []
+                result = await agent.call_tool("echo", {"k": 1})
+                assert result.is_error and text_of(result) == TOOLS_NOT_KEPT
+            async with sdk_agent(b, "x", "legacy") as agent:
+                assert json.loads(text_of(await agent.call_tool("echo", {"k": 2}))) == {"k": 2}
+            after = scrape(b)
+            assert after[m("clientmcp_cluster_remote_apps")] == 2
+            assert after[m("clientmcp_cluster_remote_apps_without_tools")] == 1
+            assert after[m("clientmcp_cluster_tools_not_kept_total")] == 1
+            assert {k: v for k, v in delta(before, after).items() if k[0] == "clientmcp_calls_total"} == {
+                m("clientmcp_calls_total", outcome="not_registered"): 1,
+                m("clientmcp_calls_total", outcome="result"): 1,
+            }
+            await x.close()
+            await gone(b, "x")
+            y.expose("other", echo)  # its next register finds room
+            await sees(b, "y", tools=2)
+            async with sdk_agent(b, "y", "legacy") as agent:
+                assert json.loads(text_of(await agent.call_tool("echo", {"k": 3}))) == {"k": 3}
+            assert scrape(b)[m("clientmcp_cluster_remote_apps_without_tools")] == 0
+    await nothing_leaks(a)
+    await nothing_leaks(b)
