@@ -235,6 +235,12 @@ OPTIONS = (
         "app connections in total (default 0: the open-file limit less 10 %% for agents)",
         "limits",
     ),
+    Option(
+        "max-remote-apps",
+        _positive_int,
+        "with --nats: apps held by other instances whose tools this one keeps (default 100000)",
+        "limits",
+    ),
     Option("head-timeout", parse_duration, "seconds to send a full HTTP request head (default 10)", "limits"),
     Option(
         "keepalive-timeout",

@@ -27,6 +27,8 @@ from clientmcp_fast.core.counters import DURATION_BUCKETS, ERAS, METHODS, OUTCOM
 from clientmcp_fast.core.directory import RemoteApp
 
 if TYPE_CHECKING:
+    from clientmcp_fast.core.counters import Counters
+    from clientmcp_fast.net.nats import NatsCluster
     from clientmcp_fast.net.server import Server
 
 # Close codes with a label of their own (docs/protocol.md, Close codes); an app may close with
@@ -161,6 +163,60 @@ class BridgeCollector:
         info = InfoMetricFamily("clientmcp_build", "The bridge's version and build (compiled or pure)")
         info.add_metric([], {"version": __version__, "implementation": build()})
         yield info
+        if server.cluster is not None:
+            yield from _cluster(server.cluster, counters)
+
+
+def _cluster(cluster: NatsCluster, counters: Counters) -> Iterator[object]:
+    """With --nats (docs/scaling.md): the NATS connection, the other instances, the calls between them."""
+    directory = cluster.directory
+    yield _gauge(
+        "clientmcp_cluster_connected",
+        "1 while this instance is connected to NATS, else 0",
+        directory.connected,
+    )
+    yield _counter(
+        "clientmcp_cluster_reconnects",
+        "Times the NATS connection came back after it was lost",
+        cluster.reconnects,
+    )
+    yield _gauge(
+        "clientmcp_cluster_instances", "Other bridge instances heard from lately", len(directory.peers)
+    )
+    yield _gauge(
+        "clientmcp_cluster_remote_apps",
+        "Apps held by other instances, as this instance knows them",
+        len(directory.claims) - len(directory.local),
+    )
+    over = sum(
+        1 for app in list(cluster.server.bridge.apps.values()) if type(app) is RemoteApp and app.over_bound
+    )
+    yield _gauge(
+        "clientmcp_cluster_remote_apps_without_tools",
+        "Apps held by other instances whose tools this one does not keep (--max-remote-apps)",
+        over,
+    )
+    yield _counter(
+        "clientmcp_cluster_tools_not_kept",
+        "Times an app held elsewhere was left without its tools here for --max-remote-apps",
+        directory.not_kept,
+    )
+    for name, documentation, counts in (
+        (
+            "clientmcp_cluster_calls_forwarded",
+            "tools/call requests of agents here for apps held by another instance, by outcome",
+            counters.forwarded,
+        ),
+        (
+            "clientmcp_cluster_calls_served",
+            "tools/call requests of agents on another instance run on apps held here, by outcome",
+            counters.served,
+        ),
+    ):
+        family = CounterMetricFamily(name, documentation, labels=["outcome"])
+        for outcome, count in zip(OUTCOMES, counts):
+            family.add_metric([outcome], count)
+        yield family
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

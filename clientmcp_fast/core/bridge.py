@@ -220,12 +220,16 @@ class Bridge:
         self.counters.call_ended(outcome, seconds, call.streaming)
         if self.call_log is not None:
             self.call_log.ended(call, outcome, seconds)
+        if self.directory is not None:  # a pointer test on a single process
+            self.directory.call_ended(call, outcome)
 
     def refused_call(self, call: object, outcome: int) -> None:
         """A tools/call answered without reaching an app (offline, no register, unknown tool, busy)."""
         self.counters.calls_ended[outcome] += 1
         if self.call_log is not None:
             self.call_log.ended(call, outcome, 0.0)
+        if self.directory is not None:
+            self.directory.call_ended(call, outcome)
 
     # -- notification streams ---------------------------------------------------------------
 

@@ -42,6 +42,8 @@ cdef class Counters:
     cdef public Py_ssize_t http_bytes_out
     cdef public Py_ssize_t websocket_bytes_in
     cdef public Py_ssize_t websocket_bytes_out
+    cdef public list forwarded
+    cdef public list served
     cdef public double now
 
     cpdef closed(self, code)

@@ -114,6 +114,8 @@ class Counters:
         "http_bytes_out",
         "websocket_bytes_in",
         "websocket_bytes_out",
+        "forwarded",
+        "served",
         "now",
     )
 
@@ -161,6 +163,11 @@ class Counters:
         self.http_bytes_out = 0
         self.websocket_bytes_in = 0
         self.websocket_bytes_out = 0
+        # With --nats (docs/scaling.md), by outcome: calls for an app held by another instance,
+        # and calls run here for an agent of another instance. Counted by the app directory
+        # once per call end, never on a single process's path.
+        self.forwarded = [0] * len(OUTCOMES)
+        self.served = [0] * len(OUTCOMES)
         self.now = 0.0  # the latest `now` the bridge was given (for ends that come without one)
 
     def closed(self, code: int) -> None:

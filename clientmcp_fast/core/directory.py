@@ -17,6 +17,13 @@ highest (epoch, instance ID) holds the client ID everywhere. A connection made a
 instance heard of another one's claim always has a higher epoch, so "newest" is the causal
 order; two made concurrently on two instances are ordered by instance ID, the same way on
 every instance, so exactly one survives and the others are closed with 4409.
+
+Ordering (docs/scaling.md, Ordering): what an instance says of its apps travels on several
+subjects, which the receiving side may apply in either order. So every STATE, GONE and SYNC
+carries the sending instance's sequence number, and an older one never undoes a newer one: a
+STATE older than the last applied for the same connection is dropped, a GONE ends its
+connection for good (remembered for DEAD_AFTER seconds against a STATE delivered after it),
+and whatever an instance sent before its latest SYNC is superseded by the states after it.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ import msgspec
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent_legacy import cancel_call
 from clientmcp_fast.core.calls import Call
+from clientmcp_fast.core.counters import DISCONNECTED, NOT_REGISTERED, TOO_LARGE, UNKNOWN_TOOL
+from clientmcp_fast.core.counters import RESULT as ANSWERED
 from clientmcp_fast.core.jsonrpc import encode_json
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 from clientmcp_fast.log import logger
@@ -43,13 +52,13 @@ BEAT_EVERY = 1.0
 DEAD_AFTER = 3.0
 
 # Message kinds (the first element of every message tuple).
-STATE = 1  # (STATE, client_id, epoch, instance, tools_json | None, instructions | None)
-GONE = 2  # (GONE, client_id, epoch, instance)
+STATE = 1  # (STATE, client_id, epoch, instance, tools_json | None, instructions | None, seq)
+GONE = 2  # (GONE, client_id, epoch, instance, seq)
 APP = 3  # (APP, from_instance, client_id, epoch, message): a call or cancel for the app
 RESULT = 4  # (RESULT, client_id, call_id, result, has_result_type)
-ERROR = 5  # (ERROR, client_id, call_id, text)
+ERROR = 5  # (ERROR, client_id, call_id, text, outcome): outcome as in core/counters.py
 BEAT = 6  # (BEAT, instance)
-SYNC = 7  # (SYNC, instance): send me the state of your apps
+SYNC = 7  # (SYNC, instance, seq): send me the state of your apps; forget what I sent before
 CANCEL = 8  # (CANCEL, client_id, request_id, session | None): a legacy notifications/cancelled
 
 # The other side checked the register against its own limit already.
@@ -92,9 +101,12 @@ class RemoteApp:
         "calls",
         "congested_since",
         "last_seen",
+        "seq",
+        "kept",
+        "over_bound",
     )
 
-    def __init__(self, directory: Directory, client_id: str, instance: str, epoch: int) -> None:
+    def __init__(self, directory: Directory, client_id: str, instance: str, epoch: int, seq: int = 0) -> None:
         self.directory = directory
         self.client_id = client_id
         self.instance = instance
@@ -103,6 +115,11 @@ class RemoteApp:
         self.calls: dict[str, Call] = {}
         self.congested_since = None  # the app's own instance answers busy
         self.last_seen = math.inf  # its own instance closes it when idle
+        self.seq = seq  # of the latest STATE applied (docs/scaling.md, Ordering)
+        # docs/scaling.md, Apps held elsewhere: its tool set counts against the bound; or, the
+        # bound was reached, so its tools are not kept here (agents get TOOLS_NOT_KEPT).
+        self.kept = False
+        self.over_bound = False
 
     @property
     def ws(self) -> RemoteApp:
@@ -124,13 +141,14 @@ class RemoteApp:
         """Replaced (or the bridge ends): its calls fail now; the connection is closed where it is."""
         bridge = self.directory.bridge
         if bridge.apps.get(self.client_id) is not self:
+            self.directory.release(self)
             bridge.detach(self)
 
 
 class ForwardedCall(Call):
     """A call an agent made on another instance, run here on the local app; its end goes back."""
 
-    __slots__ = ("directory", "origin", "origin_id", "client_id")
+    __slots__ = ("directory", "origin", "origin_id", "client_id", "outcome")
 
     def __init__(self, directory: Directory, origin: str, origin_id: str, client_id: str) -> None:
         self.init_call(False)  # the agent's instance streams, not this one
@@ -138,6 +156,7 @@ class ForwardedCall(Call):
         self.origin = origin
         self.origin_id = origin_id
         self.client_id = client_id
+        self.outcome = ANSWERED  # how it ended, set before `call_error` (Directory.call_ended)
 
     def _reply(self, message: tuple) -> None:
         directory = self.directory
@@ -148,7 +167,7 @@ class ForwardedCall(Call):
         self._reply((RESULT, self.client_id, self.origin_id, bytes(result), has_result_type))
 
     def call_error(self, text: str) -> None:
-        self._reply((ERROR, self.client_id, self.origin_id, text))
+        self._reply((ERROR, self.client_id, self.origin_id, text, self.outcome))
 
     def call_slow(self) -> None:  # pragma: no cover - never wants a stream
         pass
@@ -173,6 +192,16 @@ class Directory:
         # Instances taken as gone for their silence, which may yet be alive (a stalled loop):
         # one heard from again must start over with us. A few bytes per instance that died.
         self.silent: set[str] = set()
+        # docs/scaling.md, Ordering: the sequence of what this instance says of its apps; per
+        # peer, the sequence of its latest SYNC; and the connections whose GONE came lately.
+        self.seq = 0
+        self.floors: dict[str, int] = {}
+        self.ended: dict[str, tuple[int, str, float]] = {}  # client ID -> (epoch, instance, until)
+        # docs/scaling.md, Apps held elsewhere: how many remote apps' tool sets are kept here.
+        self.kept = 0
+        self.max_kept = bridge.limits.max_remote_apps
+        self.not_kept = 0  # times an app's tools were not kept for the bound (a metric)
+        self._warn_at = -math.inf
         self.connected = False
         self._beat_at = -math.inf
         self.now = 0.0
@@ -219,6 +248,7 @@ class Directory:
         """The app holding its client ID went away."""
         client_id = app.client_id
         if type(app) is RemoteApp:
+            self.release(app)
             if self.claims.get(client_id) == (app.epoch, app.instance):
                 del self.claims[client_id]
             return
@@ -229,26 +259,25 @@ class Directory:
             if self.claims.get(client_id) == (epoch, self.instance):
                 del self.claims[client_id]
             if self.connected:
-                self.bus.send(self.app_subject(client_id), (GONE, client_id, epoch, self.instance))
+                self.seq += 1
+                self.bus.send(self.app_subject(client_id), (GONE, client_id, epoch, self.instance, self.seq))
 
     def _send_state(self, subject: str, client_id: str, app, epoch: int) -> None:
         if not self.connected:
             return
         toolset = app.toolset
-        if toolset is None:
-            message = (STATE, client_id, epoch, self.instance, None, None)
-        else:
-            message = (STATE, client_id, epoch, self.instance, toolset.tools_json, toolset.instructions)
-        self.bus.send(subject, message)
+        tools, text = (None, None) if toolset is None else (toolset.tools_json, toolset.instructions)
+        self.seq += 1
+        self.bus.send(subject, (STATE, client_id, epoch, self.instance, tools, text, self.seq))
 
     def undeliverable(self, subject: str, message: tuple, limit: int) -> None:
         """The bus cannot carry `message` (over `limit` bytes): its call fails with a tool error rather than waiting."""
         kind = message[0]
         text = outcomes.too_large_between_instances(limit)
         if kind == APP:  # a call for a remote app: it fails here
-            self.receive((ERROR, message[2], _decode_forwarded(message[4]).id, text), self.now)
+            self.receive((ERROR, message[2], _decode_forwarded(message[4]).id, text, TOO_LARGE), self.now)
         elif kind == RESULT:  # an app's answer: the agent's instance gets the error instead
-            self.bus.send(subject, (ERROR, message[1], message[2], text))
+            self.bus.send(subject, (ERROR, message[1], message[2], text, TOO_LARGE))
         else:
             logger.warning("cluster: a message about %r is over %d bytes: not sent", message[1], limit)
 
@@ -257,12 +286,19 @@ class Directory:
         if self.connected:
             self.bus.send(self.beat_subject, (CANCEL, client_id, bytes(request_id), session))
 
+    def call_ended(self, call: object, outcome: int) -> None:
+        """A call ended (the bridge tells each end): counted when it crossed instances (docs/operations.md)."""
+        if type(call) is ForwardedCall:
+            call.outcome = outcome  # its ERROR tells the agent's instance
+            self.bridge.counters.served[outcome] += 1
+        elif type(getattr(call, "app", None)) is RemoteApp:
+            self.bridge.counters.forwarded[outcome] += 1
+
     # -- the bus ------------------------------------------------------------------------------
 
     def bus_up(self, now: float) -> None:
         """Connected (again) to the bus: say who we are and what we hold."""
         self.connected = True
-        self.bus.send(self.beat_subject, (SYNC, self.instance))
         self._announce_all(self.beat_subject)
         self._beat_at = now + BEAT_EVERY
 
@@ -273,7 +309,8 @@ class Directory:
         that follow (in the same turn) say what is true now: an app that left while the bus was
         down is gone everywhere, and calls this instance dropped meanwhile fail at once.
         """
-        self.bus.send(subject, (SYNC, self.instance))
+        self.seq += 1
+        self.bus.send(subject, (SYNC, self.instance, self.seq))
         for client_id, (app, epoch) in list(self.local.items()):
             self._send_state(subject, client_id, app, epoch)
 
@@ -307,12 +344,22 @@ class Directory:
                 self.bridge.complete(call, result, result_shape(result))
             else:
                 self.bridge.calls.finish(call)
+                self.bridge._ended(call, message[4], now)
                 call.call_error(message[3])
+        elif not self.connected:
+            return  # read before the bus went down: what it says of other instances is stale
         elif kind == STATE:
-            self._on_state(message[1], message[2], message[3], message[4], message[5], now)
+            self._on_state(message[1], message[2], message[3], message[4], message[5], message[6], now)
         elif kind == GONE:
             client_id, epoch, instance = message[1], message[2], message[3]
-            if instance == self.instance or self.claims.get(client_id) != (epoch, instance):
+            if instance == self.instance or message[4] < self.floors.get(instance, 0):
+                return
+            # Its connection has ended: a STATE of it delivered after this (by another subject)
+            # must not bring it back (docs/scaling.md, Ordering).
+            ended = self.ended
+            ended.pop(client_id, None)
+            ended[client_id] = (epoch, instance, now + DEAD_AFTER)
+            if self.claims.get(client_id) != (epoch, instance):
                 return
             del self.claims[client_id]
             app = self.bridge.apps.get(client_id)
@@ -327,6 +374,9 @@ class Directory:
             known = instance in self.peers
             self.peers[instance] = now
             if kind == SYNC:
+                if message[2] < self.floors.get(instance, 0):
+                    return  # an older SYNC, delivered after a newer one (docs/scaling.md, Ordering)
+                self.floors[instance] = message[2]
                 # It starts over (it joined, or its bus came back): what we knew of its apps is
                 # replaced by the states that follow; it learns ours.
                 self.silent.discard(instance)
@@ -348,10 +398,20 @@ class Directory:
                     self._send_state(subject, client_id, app, epoch)
 
     def _on_state(
-        self, client_id: str, epoch: int, instance: str, tools: bytes | None, text: str | None, now: float
+        self,
+        client_id: str,
+        epoch: int,
+        instance: str,
+        tools: bytes | None,
+        text: str | None,
+        seq: int,
+        now: float,
     ) -> None:
-        if instance == self.instance:
+        if instance == self.instance or seq < self.floors.get(instance, 0):
             return
+        ended = self.ended.get(client_id)
+        if ended is not None and ended[0] == epoch and ended[1] == instance:
+            return  # that connection's GONE came first
         if instance not in self.peers:
             self.peers[instance] = now
         if epoch > self.clock:
@@ -364,12 +424,24 @@ class Directory:
             # closes the one it replaces with 4409 if that one is here (ClientMCP v1 §3.1).
             self.claims[client_id] = claim
             self.local.pop(client_id, None)
-            bridge.attach(RemoteApp(self, client_id, instance, epoch), now)
+            bridge.attach(RemoteApp(self, client_id, instance, epoch, seq), now)
         elif claim != current:
             return  # older than the connection in use: that one's instance closes it
         app = bridge.apps.get(client_id)
-        if tools is None or type(app) is not RemoteApp or app.epoch != epoch:
+        if type(app) is not RemoteApp or app.epoch != epoch:
             return
+        if seq < app.seq:
+            return  # an older state of this connection, delivered after a newer one
+        app.seq = seq
+        if tools is None:
+            return
+        if not app.kept:
+            if self.kept >= self.max_kept:
+                self._not_kept(app, now)
+                return
+            app.kept = True
+            app.over_bound = False
+            self.kept += 1
         try:
             toolset = parse_register(
                 msgspec.Raw(tools),
@@ -379,6 +451,25 @@ class Directory:
         except RegisterError:  # pragma: no cover - the app's instance accepted it
             return
         bridge.registered(app, toolset)
+
+    def _not_kept(self, app: RemoteApp, now: float) -> None:
+        """The bound of remote apps is reached: this one is known to be online, without its tools."""
+        if not app.over_bound:
+            app.over_bound = True
+            self.not_kept += 1
+        if now >= self._warn_at:  # at most a line a minute, however many apps are over
+            self._warn_at = now + 60.0
+            logger.warning(
+                "cluster: this instance keeps the tools of %d apps held elsewhere (--max-remote-apps); "
+                "agents here get a tool error for the others",
+                self.max_kept,
+            )
+
+    def release(self, app: RemoteApp) -> None:
+        """A remote app leaves this instance's apps: its tool set no longer counts against the bound."""
+        if app.kept:
+            app.kept = False
+            self.kept -= 1
 
     def _on_app_message(self, origin: str, client_id: str, epoch: int, data: bytes, now: float) -> None:
         message = _decode_forwarded(data)
@@ -391,13 +482,19 @@ class Directory:
         held = self.local.get(client_id)
         if held is None or held[1] != epoch:
             # The connection the agent's instance meant is gone (replaced or closed).
+            self.call_ended(call, DISCONNECTED)
             call.call_error(outcomes.DISCONNECTED)
             return
         app = held[0]
         toolset = app.toolset  # type: ignore[attr-defined]
         tool = toolset.tools.get(message.name) if toolset is not None else None
         if tool is None:
-            call.call_error(outcomes.NOT_REGISTERED if toolset is None else f"Unknown tool: {message.name}")
+            if toolset is None:
+                self.call_ended(call, NOT_REGISTERED)
+                call.call_error(outcomes.NOT_REGISTERED)
+            else:
+                self.call_ended(call, UNKNOWN_TOOL)
+                call.call_error(f"Unknown tool: {message.name}")
             return
         self.forwarded[(origin, message.id)] = call
         self.bridge.start_call(app, tool, bytes(message.arguments), call, now)  # type: ignore[arg-type]
@@ -412,6 +509,12 @@ class Directory:
         if now >= self._beat_at:
             self._beat_at = now + BEAT_EVERY
             self.bus.send(self.beat_subject, (BEAT, self.instance))
+        ended = self.ended
+        while ended:
+            client_id = next(iter(ended))
+            if ended[client_id][2] > now:
+                break
+            del ended[client_id]
         for instance, heard in list(self.peers.items()):
             if now - heard > DEAD_AFTER:
                 self.silent.add(instance)
@@ -420,6 +523,7 @@ class Directory:
     def _peer_gone(self, instance: str) -> None:
         """An instance stopped answering: its apps are offline here, their calls fail as disconnected."""
         self.peers.pop(instance, None)
+        self.floors.pop(instance, None)
         bridge = self.bridge
         for key, call in list(self.forwarded.items()):
             if key[0] == instance:  # its agents are gone with it: our apps get `cancel`

@@ -35,6 +35,8 @@ class Limits:
     max_streams: int = 10_000
     # 0 means "the open-file limit less 10 % for agents", worked out when the server starts.
     max_app_connections: int = 0
+    # With --nats: apps held by other instances whose tool sets this instance keeps (docs/scaling.md).
+    max_remote_apps: int = 100_000
     head_timeout: float = 10.0
     keepalive_timeout: float = 75.0
     app_idle_timeout: float = 90.0

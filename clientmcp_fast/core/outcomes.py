@@ -10,6 +10,11 @@ TOO_LARGE = "The call is too large to deliver (over 4 MiB)."
 DISCONNECTED = "The application disconnected before answering."
 BUSY = "The application is busy; try again."
 SHUTTING_DOWN = "The bridge is shutting down."
+# docs/scaling.md, Apps held elsewhere: past CLIENTMCP_MAX_REMOTE_APPS, an instance does not keep an app's tools.
+TOOLS_NOT_KEPT = (
+    "The application is connected to another bridge instance, and this instance holds the tools of "
+    "as many such applications as it may: they are unavailable here until that changes."
+)
 
 
 def timed_out(seconds: float) -> str:

@@ -61,6 +61,7 @@ class NatsCluster:
         self._connector: asyncio.Task | None = None
         self._tick: asyncio.TimerHandle | None = None
         self._stopping = False
+        self.reconnects = 0  # read by the metrics collector
 
     # -- the Bus port ------------------------------------------------------------------------
 
@@ -170,6 +171,7 @@ class NatsCluster:
         self.directory.bus_down()
 
     async def _reconnected(self) -> None:
+        self.reconnects += 1
         logger.info("nats: reconnected")
         self.directory.bus_up(self.loop.time())
 

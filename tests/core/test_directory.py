@@ -36,12 +36,26 @@ class Network:
 
     def pump(self, now: float = NOW) -> None:
         while self.queue:
-            sender, subject, payload = self.queue.pop(0)
-            for directory in self.directories:
-                if directory is sender or not any(_matches(p, subject) for p in directory.subscriptions()):
-                    continue
-                for message in msgspec.msgpack.decode(payload):
-                    directory.receive(message, now)
+            self.deliver(self.queue.pop(0), now)
+
+    def deliver(self, item: tuple[Directory, str, bytes], now: float = NOW) -> None:
+        sender, subject, payload = item
+        for directory in self.directories:
+            if directory is sender or not any(_matches(p, subject) for p in directory.subscriptions()):
+                continue
+            for message in msgspec.msgpack.decode(payload):
+                directory.receive(message, now)
+
+    def pump_holding(self, subject: str, now: float = NOW) -> None:
+        """Deliver everything but what goes to `subject`, which stays queued (a slower path)."""
+        held = []
+        while self.queue:
+            item = self.queue.pop(0)
+            if item[1] == subject:
+                held.append(item)
+            else:
+                self.deliver(item, now)
+        self.queue = held
 
 
 def _matches(pattern: str, subject: str) -> bool:
@@ -312,3 +326,120 @@ def test_an_instance_joining_after_another_keeps_the_calls_to_its_apps_at_the_ot
     assert waiter.events == [("result", b'{"content":[]}', False)]
     d_channel, _ = online(network, c, "app-2", "echo")  # and h learns c's apps as before
     assert list(h.apps["app-2"].toolset.tools) == ["echo"]
+
+
+# -- docs/scaling.md, Ordering: STATE and GONE travel on several subjects --------------------------
+#
+# nats-py hands each subscription's messages to its own task, so messages one instance sent in
+# order on two subjects (an app's subject, and the instance subject or the heartbeat subject
+# after a SYNC) may be applied in either order. These tests deliver them reversed.
+
+
+def newcomer(network):
+    """A bridge joining the cluster; the others' answers to its SYNC are still on the way to it."""
+    bridge = make_bridge(**QUIET)
+    bus = MemoryBus(network)
+    bus.directory = Directory(bridge, bus, "i9")
+    network.join(bus.directory)
+    bus.directory.bus_up(NOW)
+    network.pump_holding(bus.directory.instance_subject("i9"))
+    return bridge
+
+
+def reversed_delivery(network, now=NOW):
+    """Deliver what is queued in the reverse of the order it was sent."""
+    network.queue.reverse()
+    network.pump(now)
+
+
+def test_an_older_tool_set_delivered_late_does_not_overwrite_a_newer_one():
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "one")
+    c = newcomer(network)  # a answers its SYNC with "one" on c's instance subject
+    register(channel, tool("one"), tool("two"))  # then "one, two" on the app's subject
+    reversed_delivery(network)
+    assert list(c.apps["app-1"].toolset.tools) == ["one", "two"]
+    assert list(b.apps["app-1"].toolset.tools) == ["one", "two"]
+
+
+def test_a_state_delivered_after_its_gone_does_not_bring_the_app_back():
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "one")
+    c = newcomer(network)
+    channel.close(1000, "bye")
+    channel.on_close(1000, "bye")  # GONE on the app's subject, after the STATE for c
+    reversed_delivery(network)
+    assert "app-1" not in c.apps and "app-1" not in b.apps
+    c.directory.on_timer(NOW + DEAD_AFTER + 1)  # the GONE is forgotten in time
+    assert not c.directory.ended
+
+
+def test_what_an_instance_sent_before_its_sync_is_superseded_by_the_states_after_it():
+    """a's bus blips: a STATE sent before it, delivered after a's new SYNC, does not bring back a gone app."""
+    network, (a, b) = cluster()
+    channel, _ = online(network, a, "app-1", "one")
+    register(channel, tool("one"), tool("two"))  # its STATE is still on the way
+    stale = list(network.queue)
+    network.queue.clear()
+    a.directory.bus_down()
+    channel.close(1000, "bye")
+    channel.on_close(1000, "bye")  # while a's bus is down: no GONE
+    a.directory.bus_up(NOW + 1)  # SYNC: a holds nothing
+    network.pump(NOW + 1)
+    assert "app-1" not in b.apps
+    network.queue.extend(stale)
+    network.pump(NOW + 1)
+    assert "app-1" not in b.apps
+
+
+def test_an_older_sync_delivered_late_does_not_undo_a_newer_one():
+    network, (a, b) = cluster()
+    online(network, a, "app-1", "one")
+    a.directory.bus_down()
+    a.directory.bus_up(NOW)  # SYNC and "one": delivered late
+    stale = list(network.queue)
+    network.queue.clear()
+    channel = a.apps["app-1"]
+    register(channel, tool("one"), tool("two"))
+    a.directory.bus_down()
+    a.directory.bus_up(NOW)  # SYNC and "one, two": delivered first
+    network.pump()
+    network.queue.extend(stale)
+    network.pump()
+    assert list(b.apps["app-1"].toolset.tools) == ["one", "two"]
+
+
+# -- docs/scaling.md, Apps held elsewhere: a bound on the tool sets kept -------------------------------
+
+
+def test_past_the_bound_a_remote_app_is_known_without_its_tools_until_there_is_room():
+    network, (a, b) = cluster(max_remote_apps=2)
+    first, _ = online(network, a, "app-1", "one")
+    online(network, a, "app-2", "two")
+    third, _ = online(network, a, "app-3", "three")
+    assert [list(b.apps[i].toolset.tools) for i in ("app-1", "app-2")] == [["one"], ["two"]]
+    over = b.apps["app-3"]
+    assert type(over) is RemoteApp and over.toolset is None and over.over_bound
+    assert (b.directory.kept, b.directory.not_kept) == (2, 1)
+    assert a.directory.kept == 0 and all(a.apps[i].toolset is not None for i in ("app-1", "app-2", "app-3"))
+    register(third, tool("three"), tool("four"))  # still no room
+    network.pump()
+    assert b.apps["app-3"].toolset is None and b.directory.not_kept == 1
+    first.close(1000, "bye")
+    first.on_close(1000, "bye")
+    network.pump()
+    assert "app-1" not in b.apps and b.directory.kept == 1
+    register(third, tool("three"))  # its next state finds room
+    network.pump()
+    assert list(b.apps["app-3"].toolset.tools) == ["three"] and not b.apps["app-3"].over_bound
+    assert b.directory.kept == 2
+
+
+def test_a_replaced_or_forgotten_remote_app_frees_its_place():
+    network, (a, b) = cluster(max_remote_apps=1)
+    online(network, a, "app-1", "one")
+    assert b.directory.kept == 1
+    online(network, a, "app-1", "two")  # a newer connection for the ID: its RemoteApp replaces the old
+    assert list(b.apps["app-1"].toolset.tools) == ["two"] and b.directory.kept == 1
+    b.directory.bus_down()
+    assert b.directory.kept == 0 and "app-1" not in b.apps
