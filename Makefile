@@ -14,7 +14,7 @@ AUTOBAHN := .autobahn
 AUTOBAHN_STAMP := $(AUTOBAHN)/.installed
 PEERS := $(NODE_STAMP) $(AUTOBAHN_STAMP)
 
-.PHONY: demo cluster-demo prerequisites test test-compiled test-pure test-container test-bench peers bench bench-burst bench-frozen bench-micro fuzz binary image clean
+.PHONY: demo cluster-demo prerequisites test test-compiled test-pure test-container test-bench peers bench bench-burst bench-cluster bench-frozen bench-micro fuzz binary image clean
 
 # What clientmcp_fast/compiled.py lists is built: a change to any of its sources rebuilds (a
 # typed module is compiled from its .py, typed by the .pxd beside it). In a checkout, importing
@@ -84,8 +84,9 @@ test-container: prerequisites $(STAMP) image binary
 	CLIENTMCP_COMMAND=$(CURDIR)/dist/clientmcp $(BIN)/python -m pytest tests/e2e/test_cli.py tests/e2e/test_health.py tests/e2e/test_revocation.py
 
 # The bench's own tests (bench/tests): its harness's round trips, counted with valgrind, and its
-# arithmetic. Kept out of `make test`, whose machine need not have valgrind; CI runs both.
-test-bench: $(STAMP)
+# arithmetic, and a short run of bench/cluster.py (which compiles bench/app.pyx: the bench extra).
+# Kept out of `make test`, whose machine need not have valgrind; CI runs both.
+test-bench: $(STAMP) $(BENCH_STAMP)
 	@command -v valgrind >/dev/null || { echo "make test-bench: valgrind is missing: the bench harness's instructions are counted with it; apt-get install valgrind" >&2; exit 1; }
 	$(BIN)/python -m pytest bench/tests
 
@@ -100,6 +101,11 @@ bench: $(STAMP) $(BENCH_STAMP)
 # One app's burst of registers against unread notification streams (bench/burst.py).
 bench-burst: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python -m bench.burst $(BENCH_ARGS)
+
+# A call forwarded between two instances through NATS against a local call, and --workers 2
+# against one process (bench/cluster.py). Needs nats-server (apt-get install -y nats-server).
+bench-cluster: $(STAMP) $(BENCH_STAMP)
+	$(BIN)/python -m bench.cluster $(BENCH_ARGS)
 
 # The frozen builds beside the virtualenv install, in one run (bench/frozen.py); as root.
 bench-frozen: $(STAMP) $(BENCH_STAMP) image binary

@@ -1,6 +1,7 @@
 """Instructions per tools/call, counted by callgrind: a measure of the bridge's own work that noise cannot move.
 
-    python -m bench.instructions [--era legacy|modern|ping|minimal] [--calls 1000] [--cache] [--generations N]
+    python -m bench.instructions [--era legacy|modern|ping|minimal|forwarded] [--calls 1000] [--cache]
+                                 [--generations N] [--agents K]
 
 One tools/call goes through the real `HttpProtocol` (request in, answer out) and the
 app's `AppChannel` (call out, result in) over fake transports, so no syscall or event
@@ -8,8 +9,12 @@ loop is counted (what the bridge schedules with `call_soon` is run by the harnes
 `StepLoop`). `--era ping` counts an app's exact `{"type":"ping"}` and its pong instead;
 `--era minimal` counts the legacy call through the minimal bridge (`bench/floor.py
 --bridge`, nothing checked) on the same harness: the yardstick for the bridge's count.
-The command runs itself under `valgrind --tool=callgrind` for N and 2N calls and prints
-the difference divided by N, once with the bridge and once with the bridge's entry
+`--era forwarded` counts a legacy call made on one instance of a cluster for an app held
+by another: both instances in one process, NATS in memory (see `joined`), against `--era
+legacy`. `--agents K` makes K calls per loop turn from K agents (legacy and forwarded),
+so that what is sent once per turn is shared, as under load. The command runs itself
+under `valgrind --tool=callgrind` for N and 2N calls and prints the difference divided
+by N, once with the bridge and once with the bridge's entry
 points replaced by canned answers: the second is the harness's own share, and the first
 minus the second is the bridge's. `--cache` also has callgrind simulate the caches and
 branch predictors, and prints the misses and the cycles they add up to (`CYCLE_WEIGHTS`):
@@ -41,6 +46,7 @@ import uvloop
 from bench.floor import MiniBridge, MiniBridgeConnection
 from clientmcp_fast.config import Settings
 from clientmcp_fast.core.channel import AppChannel
+from clientmcp_fast.core.directory import RemoteApp
 from clientmcp_fast.core.tokens import mint
 from clientmcp_fast.net.http import HttpProtocol
 from clientmcp_fast.net.server import Server
@@ -122,7 +128,7 @@ def call_id_of(frame: bytes) -> bytes:
     return frame[start : frame.index(b'"', start)]
 
 
-def round_trip(era: str, stub_calls: int = 0, generations: int = 0) -> Callable[[], bytes]:
+def round_trip(era: str, stub_calls: int = 0, generations: int = 0, agents: int = 1) -> Callable[[], bytes]:
     """A bridge with one app online, and a function making one tools/call (or ping) through it: the answer.
 
     With `stub_calls`, the bridge's entry points are replaced by list appends and its
@@ -132,6 +138,8 @@ def round_trip(era: str, stub_calls: int = 0, generations: int = 0) -> Callable[
     """
     if era == "minimal":
         return minimal_round_trip(stub_calls)
+    if era == "forwarded" or agents > 1:
+        return turn_round_trip(era, agents, stub_calls)
     loop = StepLoop()
     level = os.environ.get(_LOG_ENV)
     if level:  # before the bridge is made: it reads whether calls are logged once
@@ -203,6 +211,147 @@ def minimal_round_trip(stub_calls: int = 0) -> Callable[[], bytes]:
     return calls_through(loop, request, on_request, on_app_data, app_transport, agent_transport, timed=False)
 
 
+class Subscriber:
+    """What nats-py hands a subscription's callback: the payload and its subject."""
+
+    __slots__ = ("data", "subject")
+
+    def __init__(self, subject: str, data: bytes) -> None:
+        self.subject, self.data = subject, data
+
+
+def joined(loop: StepLoop, count: int) -> tuple[list[Server], Callable[[], None]]:
+    """`count` bridges joined as a cluster, with NATS in memory; and the function ending a loop turn.
+
+    Each is a `NatsCluster` (clientmcp_fast/net/nats.py) whose connection never publishes:
+    what its directory sends in a turn waits in its batches, as in a real turn, and ending
+    the turn encodes them with the cluster's own `_payloads` and hands each payload to the
+    others subscribed to its subject through their own `_on_message`, as nats-py would. What
+    nats-py and the nats-server do with a payload is theirs, not counted here.
+    """
+    from clientmcp_fast.net.nats import NatsCluster
+
+    class Connected:
+        is_connected = True
+        max_payload = 8 * 1024 * 1024
+
+    settings = Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0)
+    servers, clusters = [], []
+    for index in range(count):
+        server = Server(settings, loop)
+        cluster = NatsCluster(server, ("nats://127.0.0.1:4222",))
+        # Fixed instance IDs: the counts do not depend on random subjects' lengths and hashes.
+        cluster.instance = cluster.directory.instance = f"{index:012x}"
+        cluster.nc = Connected()
+        cluster._publisher = cluster  # never a task: the harness publishes at the end of the turn
+        server.cluster = cluster
+        servers.append(server)
+        clusters.append(cluster)
+
+    def subscribed(cluster: NatsCluster, subject: str) -> bool:
+        for pattern in cluster.directory.subscriptions():
+            if pattern == subject or (pattern[-2:] == ".*" and subject.rpartition(".")[0] == pattern[:-2]):
+                return True
+        return False
+
+    routes: dict[tuple[int, str], list[NatsCluster]] = {}  # (sender, subject) -> the others subscribed
+
+    def end_turn() -> None:
+        loop.run_ready()
+        sent = True
+        while sent:
+            sent = False
+            for sender in clusters:
+                if not sender._pending:
+                    continue
+                sent = True
+                batches, sender._pending = sender._pending, {}
+                for subject, messages in batches.items():
+                    receivers = routes.get((id(sender), subject))
+                    if receivers is None:
+                        receivers = routes[id(sender), subject] = [
+                            c for c in clusters if c is not sender and subscribed(c, subject)
+                        ]
+                    for payload in sender._payloads(subject, messages, Connected.max_payload):
+                        for cluster in receivers:
+                            try:
+                                cluster._on_message(Subscriber(subject, payload)).send(None)
+                            except StopIteration:
+                                pass
+            loop.run_ready()
+
+    for cluster in clusters:
+        cluster.directory.bus_up(loop.time())
+    end_turn()
+    return servers, end_turn
+
+
+CALL_IDS = re.compile(rb'"type":"call","id":"([^"]+)"')
+
+
+def turn_round_trip(era: str, agents: int, stub_calls: int = 0) -> Callable[[], bytes]:
+    """`round_trip` for `agents` legacy calls in one loop turn, each from its own agent connection.
+
+    `era` "legacy": app and agents on one bridge. "forwarded": the agents on one instance (B)
+    and the app on another (A), both counted with what passes between them (see `joined`):
+    the bridge's work for a forwarded call on both sides. With many agents, what is sent
+    once per turn (the app's writes, a NATS message per subject) is shared, as under load.
+    """
+    loop = StepLoop()
+    if era == "forwarded":
+        (app_side, agent_side), end_turn = joined(loop, 2)
+    else:
+        settings = Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0)
+        app_side = agent_side = Server(settings, loop)
+        end_turn = loop.run_ready
+    now = time.time()
+    app_transport = FakeTransport()
+    link = WebSocketProtocol(app_side, app_transport)  # type: ignore[arg-type]
+    channel = AppChannel(app_side.bridge, link, loop.time())
+    link.start(channel, mint(SECRET, "client", "bench", 3600, now), b"")
+    channel.receive_data(client_text(REGISTER), loop.time())
+    end_turn()
+    app = agent_side.bridge.apps["bench"]
+    if app.toolset is None or (era == "forwarded") != (type(app) is RemoteApp):
+        raise RuntimeError(f"the agents' instance holds {app!r} for the app")
+    app_transport.written.clear()
+    agent_transports = [FakeTransport() for _ in range(agents)]
+    on_requests = []
+    for transport in agent_transports:
+        http = HttpProtocol(agent_side)
+        http.connection_made(transport)  # type: ignore[arg-type]
+        on_requests.append(http.data_received)
+    request = http_request(*LEGACY, now)
+    on_app_data = channel.receive_data
+    written = app_transport.written
+    if stub_calls:
+        fed: list[object] = []
+        on_requests = [fed.append] * agents
+        on_app_data = operator.is_
+        stub_answers(app_transport, agent_transports[0], stub_calls * agents)
+        calls = [b"\x81" + bytes((len(CALL),)) + CALL] * agents
+        for transport in agent_transports[1:]:
+            transport.written[:] = agent_transports[0].written
+
+        def end_turn() -> None:  # what the bridges would have written, written
+            loop.run_ready()
+            written[:] = calls
+
+    def one() -> bytes:
+        for on_request in on_requests:
+            on_request(request)
+        end_turn()
+        frames = b"".join(written)
+        written.clear()
+        on_app_data(
+            b"".join([client_text(RESULT_HEAD + id_ + RESULT_TAIL) for id_ in CALL_IDS.findall(frames)]), 0.0
+        )
+        end_turn()
+        return [transport.written.pop() for transport in agent_transports][-1]
+
+    return one
+
+
 def calls_through(
     loop: StepLoop,
     request: bytes,
@@ -244,16 +393,18 @@ def http_request(body: bytes, headers: bytes, now: float) -> bytes:
     )
 
 
+CALL = b'{"type":"call","id":"1","name":"echo","arguments":{"text":"hi"}}'
+
+
 def stub_answers(app_transport: FakeTransport, agent_transport: FakeTransport, calls: int) -> None:
     """Write, ahead, what a stubbed bridge would have written for `calls` calls."""
-    call = b'{"type":"call","id":"1","name":"echo","arguments":{"text":"hi"}}'
-    app_transport.written[:] = [b"\x81" + bytes((len(call),)) + call] * calls
+    app_transport.written[:] = [b"\x81" + bytes((len(CALL),)) + CALL] * calls
     agent_transport.written[:] = [b"HTTP/1.1 200 OK\r\n\r\n"] * calls
 
 
-def drive(era: str, calls: int, stub: bool = False, generations: int = 0) -> float:
-    """Make `calls` tool calls (or pings) after a checked one and a warm-up; the CPU seconds they took."""
-    one = round_trip(era, calls + 201 if stub else 0, generations)
+def drive(era: str, calls: int, stub: bool = False, generations: int = 0, agents: int = 1) -> float:
+    """Make `calls` tool calls (or pings, or turns of `agents` calls) after a checked one and a warm-up; CPU seconds."""
+    one = round_trip(era, calls + 201 if stub else 0, generations, agents)
     answer = one()
     if era == "ping":
         assert answer == PONG_FRAME, answer
@@ -275,7 +426,7 @@ CYCLE_WEIGHTS = {"Ir": 1, "I1mr": 10, "D1mr": 10, "D1mw": 10, "ILmr": 100, "DLmr
 
 
 def events_per_call(
-    era: str, calls: int, stub: bool = False, cache: bool = False, generations: int = 0
+    era: str, calls: int, stub: bool = False, cache: bool = False, generations: int = 0, agents: int = 1
 ) -> dict[str, float]:
     """Callgrind's events per call: totals for N and 2N calls (counted side by side), differenced.
 
@@ -288,7 +439,8 @@ def events_per_call(
         for n in (calls, 2 * calls):
             argv = ["valgrind", "--tool=callgrind", *simulate, f"--callgrind-out-file={out}/{n}",
                     sys.executable, "-m", "bench.instructions", "--era", era, "--drive", str(n),
-                    *(["--stub"] if stub else []), "--generations", str(generations)]  # fmt: skip
+                    *(["--stub"] if stub else []), "--generations", str(generations),
+                    "--agents", str(agents)]  # fmt: skip
             # A fixed hash seed: dict and set layouts, so the counts, repeat run after run.
             env = {**os.environ, "PYTHONHASHSEED": "0"}
             runs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env))
@@ -297,7 +449,7 @@ def events_per_call(
             if run.returncode != 0:
                 raise RuntimeError(f"callgrind failed ({run.returncode}): {errors.decode()[-2000:]}")
         first, second = (callgrind_totals(Path(out, str(n)).read_text()) for n in (calls, 2 * calls))
-    return {event: (second[event] - first[event]) / calls for event in first}
+    return {event: (second[event] - first[event]) / (calls * agents) for event in first}
 
 
 def callgrind_totals(text: str) -> dict[str, int]:
@@ -307,10 +459,12 @@ def callgrind_totals(text: str) -> dict[str, int]:
     return dict(zip(events, map(int, totals), strict=True))
 
 
-def bridge_share(era: str, calls: int, cache: bool = False, generations: int = 0) -> dict[str, float]:
+def bridge_share(
+    era: str, calls: int, cache: bool = False, generations: int = 0, agents: int = 1
+) -> dict[str, float]:
     """What the bridge (or the minimal bridge) adds per call: the round trip less the stubbed harness."""
-    total = events_per_call(era, calls, cache=cache, generations=generations)
-    harness = events_per_call(era, calls, stub=True, cache=cache)
+    total = events_per_call(era, calls, cache=cache, generations=generations, agents=agents)
+    harness = events_per_call(era, calls, stub=True, cache=cache, agents=agents)
     share = {event: total[event] - harness[event] for event in total}
     if cache:
         share["cycles"] = sum(weight * share.get(event, 0.0) for event, weight in CYCLE_WEIGHTS.items())
@@ -320,7 +474,9 @@ def bridge_share(era: str, calls: int, cache: bool = False, generations: int = 0
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--era", choices=("legacy", "modern", "ping", "minimal"), default="legacy")
+    parser.add_argument(
+        "--era", choices=("legacy", "modern", "ping", "minimal", "forwarded"), default="legacy"
+    )
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--drive", type=int, metavar="N", help="only make N calls (what callgrind runs)")
     parser.add_argument(
@@ -333,6 +489,10 @@ def main() -> None:
         "--generations", type=int, default=0, metavar="N",
         help="keep token generations (as --state does) for N other client IDs in each role",
     )  # fmt: skip
+    parser.add_argument(
+        "--agents", type=int, default=1, metavar="K",
+        help="legacy or forwarded: K calls per loop turn, from K agents (what is sent once per turn is shared)",
+    )  # fmt: skip
     parser.add_argument("--log", choices=("error", "warn", "info", "debug"), help="log at this level")
     parser.add_argument("--metrics", action="store_true", help="with the metrics collector built")
     flags = parser.parse_args()
@@ -341,13 +501,13 @@ def main() -> None:
     if flags.metrics:
         os.environ[_METRICS_ENV] = "1"
     if flags.drive is not None:
-        drive(flags.era, flags.drive, flags.stub, flags.generations)
+        drive(flags.era, flags.drive, flags.stub, flags.generations, flags.agents)
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed: apt-get install valgrind")
     what = "ping and pong" if flags.era == "ping" else "tools/call round trip"
     who = "the minimal bridge" if flags.era == "minimal" else "the bridge"
-    share = bridge_share(flags.era, flags.calls, flags.cache, flags.generations)
+    share = bridge_share(flags.era, flags.calls, flags.cache, flags.generations, flags.agents)
     print(f"{flags.era}: {share['Ir']:,.0f} instructions per {what} in {who} "
           f"({share['counted']:,.0f} counted, less {share['harness']:,.0f} for the harness)")  # fmt: skip
     if flags.cache:

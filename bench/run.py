@@ -439,8 +439,10 @@ def check_calls(server: Server, modern_too: bool) -> None:
             raise BenchError(f"{server.name}: the {era} tools/call check failed: {status} {body[:300]!r}")
 
 
-def run_wrk(server: Server, script: str, seconds: float, check: bool, cpus: list[int]) -> dict:
-    """One wrk run against `server`; its JSON summary plus wrk's own CPU seconds."""
+def run_wrk(
+    server: Server, script: str, seconds: float, check: bool, cpus: list[int], connections: int = AGENTS
+) -> dict:
+    """One wrk run against `server` with `connections` agents; its JSON summary plus wrk's own CPU seconds."""
     if shutil.which("wrk") is None:
         raise BenchError(
             "wrk is not installed: apt-get install -y wrk (Debian/Ubuntu), or build it from source"
@@ -448,7 +450,7 @@ def run_wrk(server: Server, script: str, seconds: float, check: bool, cpus: list
     argv = [
         "wrk",
         "-t1",
-        f"-c{AGENTS}",
+        f"-c{connections}",
         f"-d{seconds:g}s",
         "--timeout",
         "10s",

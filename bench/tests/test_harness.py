@@ -34,6 +34,23 @@ def test_the_counting_harness_makes_a_real_tool_call(era):
         )
 
 
+@pytest.mark.parametrize(("era", "agents"), [("forwarded", 1), ("forwarded", 3), ("legacy", 3)])
+def test_the_counting_harness_makes_real_calls_from_several_agents_and_across_instances(era, agents):
+    # `forwarded`: the agents on instance B, the app on A (turn_round_trip checks that B holds a RemoteApp).
+    one = instructions.round_trip(era, agents=agents)
+    for _ in range(2):
+        head, _, body = one().partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK")
+        assert body == b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]}}'
+
+
+def test_joined_instances_know_each_other_through_the_in_memory_nats():
+    loop = instructions.StepLoop()
+    (a, b), end_turn = instructions.joined(loop, 2)
+    assert set(a.cluster.directory.peers) == {b.cluster.instance}
+    assert set(b.cluster.directory.peers) == {a.cluster.instance}
+
+
 def test_the_counting_harness_gets_the_exact_pong():
     assert instructions.round_trip("ping")() == b'\x81\x0f{"type":"pong"}'
 
@@ -42,7 +59,7 @@ def test_drive_times_its_calls():
     assert instructions.drive("legacy", 3) > 0.0
 
 
-@pytest.mark.parametrize("era", ["legacy", "modern", "ping", "minimal"])
+@pytest.mark.parametrize("era", ["legacy", "modern", "ping", "minimal", "forwarded"])
 def test_the_stubbed_harness_never_reaches_the_bridge(era):
     # Counted as the harness's own share: a call that reached the bridge would be subtracted from it.
     one = instructions.round_trip(era, stub_calls=2)

@@ -104,10 +104,12 @@ class RemoteApp:
         "seq",
         "kept",
         "over_bound",
+        "subject",
     )
 
     def __init__(self, directory: Directory, client_id: str, instance: str, epoch: int, seq: int = 0) -> None:
         self.directory = directory
+        self.subject = directory.instance_subject(instance)  # where its calls go, made once
         self.client_id = client_id
         self.instance = instance
         self.epoch = epoch
@@ -132,10 +134,7 @@ class RemoteApp:
     def send_text(self, message: bytes) -> None:
         """A `call` or `cancel` the bridge wrote for this app: to its instance."""
         directory = self.directory
-        directory.bus.send(
-            directory.instance_subject(self.instance),
-            (APP, directory.instance, self.client_id, self.epoch, message),
-        )
+        directory.bus.send(self.subject, (APP, directory.instance, self.client_id, self.epoch, message))
 
     def close(self, code: int, reason: str) -> None:
         """Replaced (or the bridge ends): its calls fail now; the connection is closed where it is."""

@@ -94,6 +94,9 @@ class NatsCluster:
 
     def _payloads(self, subject: str, messages: list[tuple], limit: int) -> list[bytes]:
         """The messages in as few payloads as the server's max_payload allows; one too large alone is answered here."""
+        whole = _encode(messages)  # the usual turn: all in one payload, encoded by one call
+        if len(whole) <= limit:
+            return [whole]
         payloads: list[bytes] = []
         items: list[bytes] = []
         size = 0
