@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import io
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,6 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from clientmcp_fast import log
 from clientmcp_fast.config import Settings
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import mint
@@ -224,3 +226,17 @@ def start_topology(request: pytest.FixtureRequest, start_bridge: Callable[..., R
 def topology(start_topology: Callable[..., Topology]) -> Topology:
     """The app's and the agents' bridges with the default settings, in one process or two."""
     return start_topology()
+
+
+@pytest.fixture
+def captured_log():
+    """The bridge's log at debug, as text, then as JSON: configure it before starting the bridge."""
+    saved = (list(log.logger.handlers), log.logger.level, log.logger.propagate, log.debug_enabled)
+    stream = io.StringIO()
+
+    def start(form: str) -> io.StringIO:
+        log.configure("debug", stream, form)
+        return stream
+
+    yield start
+    log.logger.handlers[:], log.logger.level, log.logger.propagate, log.debug_enabled = saved

@@ -149,6 +149,10 @@ class ForwardedCall(Call):
 
     __slots__ = ("directory", "origin", "origin_id", "client_id", "outcome")
 
+    # The agent's instance, which owns the call, writes its log line; here it is counted in
+    # the cluster's metrics only (docs/operations.md, Log events).
+    log_line = False
+
     def __init__(self, directory: Directory, origin: str, origin_id: str, client_id: str) -> None:
         self.init_call(False)  # the agent's instance streams, not this one
         self.directory = directory

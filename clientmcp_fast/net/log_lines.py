@@ -66,7 +66,9 @@ class CallLog:
         self._texts: dict[object, str] = {}
 
     def ended(self, call: object, outcome: int, seconds: float) -> None:
-        """A tools/call was answered: its line is written at the end of this turn."""
+        """A tools/call was answered: its line is written at the end of this turn (unless its `log_line` is false)."""
+        if not getattr(call, "log_line", True):
+            return
         pending = self._pending
         if not pending:
             self._schedule(self.flush)

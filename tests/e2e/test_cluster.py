@@ -46,6 +46,7 @@ from agents import (
 from conftest import SECRET, make_token
 from mcp.types import TextContent
 from natsserver import NatsServer
+from test_observability import answer_of, call, raw_app
 
 pytest.importorskip("nats", reason="the cluster needs nats-py (pip install 'clientmcp-fast[nats]')")
 
@@ -680,3 +681,34 @@ def test_a_turns_messages_are_split_to_fit_the_payload_limit():
     assert all(len(p) <= 1005 for p in payloads) and len(payloads) == 4
     assert [m[2] for batch in decoded for m in batch] == [str(n) for n in range(10)]
     assert [m[2] for m in bus.directory.refused] == ["big"]
+
+
+# -- docs/operations.md, Log events: a forwarded call's line ----------------------------------------
+
+
+async def test_a_forwarded_call_has_one_line_timed_on_the_agents_instance(cluster, captured_log):
+    """The agent's instance writes the line, with the time the bus gave; the app's writes none."""
+    stream = captured_log("json")
+    a, b = cluster(call_timeout=5.0)
+    async with raw_app(a, "logged-remote"):
+        await sees(b, "logged-remote", tools=4)
+        assert answer_of(await call(b, "logged-remote", "late"))["result"][
+            "content"
+        ]  # streamed at 1 s, 1.3 s
+        held = asyncio.ensure_future(call(b, "logged-remote", "hold"))
+        await asyncio.sleep(0.3)  # the call is waiting for the app on a
+    assert answer_of(await held)["result"]["isError"] is True  # the app left: disconnected
+
+    def call_lines() -> list[tuple]:
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        return [
+            (r["tool"], r["outcome"], r["streamed"], r["seconds"]) for r in records if r["event"] == "call"
+        ]
+
+    give_up = time.monotonic() + WAIT  # a line is written once its loop turn's work is done
+    while len(call_lines()) < 2 and time.monotonic() < give_up:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)  # and no third line comes, from the app's instance
+    calls = call_lines()
+    assert [line[:3] for line in calls] == [("late", "result", True), ("hold", "disconnected", False)]
+    assert 1.2 < calls[0][3] < 3.0 and 0.2 < calls[1][3] < 3.0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import json
 import urllib.error
 import urllib.request
@@ -29,8 +28,6 @@ from agents import (
     modern_headers,
 )
 from prometheus_client.parser import text_string_to_metric_families
-
-from clientmcp_fast import log
 
 pytestmark = pytest.mark.anyio
 
@@ -134,20 +131,6 @@ async def call(bridge: Any, client_id: str, tool: str, modern: bool = False, **a
 @pytest.fixture
 def metered(start_bridge):
     return start_bridge(metrics=("127.0.0.1", 0), call_timeout=2.0)
-
-
-@pytest.fixture
-def captured_log():
-    """The bridge's log at debug, as text, then as JSON: configure it before starting the bridge."""
-    saved = (list(log.logger.handlers), log.logger.level, log.logger.propagate, log.debug_enabled)
-    stream = io.StringIO()
-
-    def start(form: str) -> io.StringIO:
-        log.configure("debug", stream, form)
-        return stream
-
-    yield start
-    log.logger.handlers[:], log.logger.level, log.logger.propagate, log.debug_enabled = saved
 
 
 def test_no_metrics_listener_by_default(bridge):
