@@ -110,3 +110,34 @@ def test_servers_are_named_without_credentials():
     assert where(("nats://user:secret@10.0.0.1:4222", "tls://token@[::1]:4443", "nats://h:4222")) == (
         "nats://10.0.0.1:4222, tls://[::1]:4443, nats://h:4222"
     )
+
+
+class _RacedBucket:
+    """A bucket another writer always updates between our read and our write."""
+
+    def __init__(self) -> None:
+        self.revision = 0
+        self.writes = 0
+
+    async def get(self, key: str):
+        import nats.js.errors
+
+        raise nats.js.errors.KeyNotFoundError
+
+    async def update(self, key: str, value: bytes, last: int) -> int:
+        import nats.js.errors
+
+        self.writes += 1
+        raise nats.js.errors.KeyWrongLastSequenceError
+
+
+def test_a_revoke_gives_up_after_losing_every_race_of_its_bound():
+    """RAISE_ATTEMPTS compare-and-set writes lost in a row: a clear error, no endless loop."""
+    import asyncio
+
+    from clientmcp_fast.net.nats_state import RAISE_ATTEMPTS, NatsStateError, raise_generation
+
+    bucket = _RacedBucket()
+    with pytest.raises(NatsStateError, match=f"{RAISE_ATTEMPTS} other writers of client.616c696365 won in a row"):
+        asyncio.run(raise_generation(bucket, "client", "alice"))
+    assert bucket.writes == RAISE_ATTEMPTS
