@@ -138,6 +138,8 @@ def test_a_revoke_gives_up_after_losing_every_race_of_its_bound():
     from clientmcp_fast.net.nats_state import RAISE_ATTEMPTS, NatsStateError, raise_generation
 
     bucket = _RacedBucket()
-    with pytest.raises(NatsStateError, match=f"{RAISE_ATTEMPTS} other writers of client.616c696365 won in a row"):
+    with pytest.raises(
+        NatsStateError, match=f"{RAISE_ATTEMPTS} other writers of client.616c696365 won in a row"
+    ):
         asyncio.run(raise_generation(bucket, "client", "alice"))
     assert bucket.writes == RAISE_ATTEMPTS
