@@ -160,3 +160,11 @@ def test_an_ipv6_listen_address_is_logged_in_brackets():
         process.wait(10)
         process.stderr.close()
     assert line.rstrip("\n").endswith(f" info listening on [::1]:{port}"), line
+
+
+@pytest.mark.parametrize("url", ["ws://127.0.0.1:4222", "wss://nats.example:443", "http://127.0.0.1:4222"])
+def test_a_nats_url_of_another_scheme_is_refused(url):
+    """NATS over WebSocket needs aiohttp, which the bridge does not ship: refused at start, not left to fail later."""
+    result = run("serve", env=environment(CLIENTMCP_SECRET=SECRET_TEXT, CLIENTMCP_NATS=url))
+    line = assert_one_line_error(result)
+    assert "is not a NATS URL (nats://host:port or tls://host:port)" in line and url.split("//")[1] in line
