@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -130,6 +131,17 @@ def parse_nats(text: str) -> tuple[str, ...]:
                 f"{url.split('@')[-1]!r} is not a NATS URL (nats://host:port or tls://host:port)"
             )
     return urls
+
+
+def check_nats_creds(path: str) -> None:
+    """ConfigError unless CLIENTMCP_NATS_CREDS names a file that nats-py can sign with (it needs nkeys)."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"CLIENTMCP_NATS_CREDS: {path!r} is not a file")
+    if importlib.util.find_spec("nkeys") is None:
+        raise ConfigError(
+            "CLIENTMCP_NATS_CREDS: signing with a creds file needs the nkeys package (pip install nkeys), "
+            "which this install does not have; the container image and dist/clientmcp do not carry it"
+        )
 
 
 def cores() -> int:
@@ -394,6 +406,8 @@ def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Set
         )
     if values.get("state") == STATE_NATS and not values.get("nats"):
         raise ConfigError("--state nats keeps token generations in the cluster's NATS: it needs --nats")
+    if values.get("nats") and env.get("CLIENTMCP_NATS_CREDS"):
+        check_nats_creds(env["CLIENTMCP_NATS_CREDS"])
     metrics, workers = values.get("metrics"), values.get("workers", 1)
     if workers > 1 and metrics and metrics[1] and metrics[1] + workers - 1 > 65535:
         raise ConfigError(

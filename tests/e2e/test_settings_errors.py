@@ -7,6 +7,7 @@ flag; none may show Python's own words (`invalid literal for int()`, a traceback
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 import socket
 import subprocess
@@ -14,7 +15,7 @@ import subprocess
 import pytest
 from test_cli import CLIENTMCP, SECRET_TEXT, assert_one_line_error, environment, free_port, run
 
-from clientmcp_fast.config import OPTIONS, Settings
+from clientmcp_fast.config import OPTIONS, Settings, load
 from clientmcp_fast.core.limits import Limits
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Limits)} | {"port": Settings.port}
@@ -168,3 +169,20 @@ def test_a_nats_url_of_another_scheme_is_refused(url):
     result = run("serve", env=environment(CLIENTMCP_SECRET=SECRET_TEXT, CLIENTMCP_NATS=url))
     line = assert_one_line_error(result)
     assert "is not a NATS URL (nats://host:port or tls://host:port)" in line and url.split("//")[1] in line
+
+
+def test_a_nats_creds_file_that_is_missing_or_cannot_be_used_is_refused(tmp_path):
+    """CLIENTMCP_NATS_CREDS: a path that is no file, or a file without nkeys to sign with, is one line at start."""
+    base = {"CLIENTMCP_SECRET": SECRET_TEXT, "CLIENTMCP_NATS": "nats://127.0.0.1:4222"}
+    missing = tmp_path / "none.creds"
+    line = assert_one_line_error(run("serve", env=environment(**base, CLIENTMCP_NATS_CREDS=str(missing))))
+    assert line == f"clientmcp: error: CLIENTMCP_NATS_CREDS: {str(missing)!r} is not a file\n"
+    creds = tmp_path / "user.creds"
+    creds.write_text("-----BEGIN NATS USER JWT-----\n")
+    if importlib.util.find_spec("nkeys") is None:  # the test extras leave it out, as the image does
+        line = assert_one_line_error(run("serve", env=environment(**base, CLIENTMCP_NATS_CREDS=str(creds))))
+        assert "needs the nkeys package (pip install nkeys)" in line
+    else:
+        assert load(environment(**base, CLIENTMCP_NATS_CREDS=str(creds)), None).nats == (
+            base["CLIENTMCP_NATS"],
+        )
