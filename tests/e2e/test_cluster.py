@@ -114,6 +114,16 @@ async def gone(bridge: Any, client_id: str, timeout: float = WAIT) -> None:
         await asyncio.sleep(0.01)
 
 
+async def accepting(port: int, serve: subprocess.Popen) -> None:
+    """Wait until `clientmcp serve` (still running) accepts connections on `port`."""
+    give_up = time.monotonic() + WAIT
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        assert time.monotonic() < give_up and serve.poll() is None
+        await asyncio.sleep(0.05)
+
+
 def text_of(result: Any) -> str:
     assert len(result.content) == 1
     block = result.content[0]
@@ -478,12 +488,7 @@ async def test_serve_with_nats_starts_one_worker_per_core_of_its_affinity(nats_s
         preexec_fn=lambda: os.sched_setaffinity(0, allowed),
     )
     try:
-        give_up = time.monotonic() + WAIT
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            assert time.monotonic() < give_up and serve.poll() is None
-            await asyncio.sleep(0.05)
+        await accepting(port, serve)
         workers = psutil.Process(serve.pid).children()
         # One core: the process serves itself; more: it only starts that many workers.
         assert len(workers) == (len(allowed) if len(allowed) > 1 else 0)
@@ -523,12 +528,7 @@ async def test_workers_share_one_port_and_reach_each_others_apps(nats_server):
     try:
         target = ServeProcess.__new__(ServeProcess)
         target.port = port
-        give_up = time.monotonic() + WAIT
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            assert time.monotonic() < give_up and serve.poll() is None
-            await asyncio.sleep(0.05)
+        await accepting(port, serve)
         async with online_app(target, "x", {"echo": echo}):
             answered = 0
             give_up = time.monotonic() + WAIT
