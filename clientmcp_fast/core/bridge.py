@@ -54,7 +54,7 @@ class NotificationStream(Protocol):
 
 
 class CallLog(Protocol):
-    """Where each finished tools/call is told, for its log line (clientmcp_fast/log.py writes them)."""
+    """Where each finished tools/call is told, for its log line (clientmcp_fast/net/log_lines.py writes them)."""
 
     def ended(self, call: object, outcome: int, seconds: float) -> None:
         """The call ended with `outcome` (core/counters.py) after `seconds`; 0 if it never reached an app."""
