@@ -128,6 +128,18 @@ def call_id_of(frame: bytes) -> bytes:
     return frame[start : frame.index(b'"', start)]
 
 
+def connected_app(
+    server: Server, loop: StepLoop, now: float
+) -> tuple[FakeTransport, WebSocketProtocol, AppChannel]:
+    """The app `bench` on `server`, its token accepted and its register read (answered once the turn ends)."""
+    app_transport = FakeTransport()
+    link = WebSocketProtocol(server, app_transport)  # type: ignore[arg-type]
+    channel = AppChannel(server.bridge, link, loop.time())
+    link.start(channel, mint(SECRET, "client", "bench", 3600, now), b"")
+    channel.receive_data(client_text(REGISTER), loop.time())
+    return app_transport, link, channel
+
+
 def round_trip(era: str, stub_calls: int = 0, generations: int = 0, agents: int = 1) -> Callable[[], bytes]:
     """A bridge with one app online, and a function making one tools/call (or ping) through it: the answer.
 
@@ -155,11 +167,7 @@ def round_trip(era: str, stub_calls: int = 0, generations: int = 0, agents: int 
         raised = {f"other-{n}": 1 for n in range(generations)}
         server.verifier.generations = {"client": dict(raised), "agent": dict(raised)}
     now = time.time()
-    app_transport = FakeTransport()
-    link = WebSocketProtocol(server, app_transport)  # type: ignore[arg-type]
-    channel = AppChannel(server.bridge, link, loop.time())
-    link.start(channel, mint(SECRET, "client", "bench", 3600, now), b"")
-    channel.receive_data(client_text(REGISTER), loop.time())
+    app_transport, link, channel = connected_app(server, loop, now)
     loop.run_ready()
     agent_transport = FakeTransport()
     http = HttpProtocol(server)
@@ -305,11 +313,7 @@ def turn_round_trip(era: str, agents: int, stub_calls: int = 0) -> Callable[[], 
         app_side = agent_side = Server(settings, loop)
         end_turn = loop.run_ready
     now = time.time()
-    app_transport = FakeTransport()
-    link = WebSocketProtocol(app_side, app_transport)  # type: ignore[arg-type]
-    channel = AppChannel(app_side.bridge, link, loop.time())
-    link.start(channel, mint(SECRET, "client", "bench", 3600, now), b"")
-    channel.receive_data(client_text(REGISTER), loop.time())
+    app_transport, _, channel = connected_app(app_side, loop, now)
     end_turn()
     app = agent_side.bridge.apps["bench"]
     if app.toolset is None or (era == "forwarded") != (type(app) is RemoteApp):
