@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import test_cluster
+import test_revocation
 from agents import WAIT
 from test_cluster import NatsServer, _free_port, sees
 from test_revocation import (
@@ -56,21 +57,13 @@ async def cli(nats_url: str, *args: str) -> Any:
 
 
 async def revoke(nats_url: str, role: str, client_id: str) -> int:
-    result = await cli(nats_url, "revoke", role, client_id)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.endswith("\n") and result.stdout.count("\n") == 1
-    return int(result.stdout)
+    """`clientmcp revoke` on the cluster's bucket."""
+    return await test_revocation.revoke(STATE, role, client_id, CLIENTMCP_NATS=nats_url)
 
 
 async def token(nats_url: str, role: str, client_id: str) -> tuple[str, int]:
-    """A token from `clientmcp token`, and the generation it says on stderr that it used."""
-    result = await cli(nats_url, "token", role, client_id)
-    assert result.returncode == 0, result.stderr
-    said = result.stderr.strip()
-    assert said.startswith(f"clientmcp: {role} generation ") and said.endswith(
-        f"of {client_id} (from {WHERE})"
-    )
-    return result.stdout.strip(), int(said.split()[3])
+    """A token from `clientmcp token`, minted with the bucket's generation."""
+    return await test_revocation.token(STATE, role, client_id, WHERE, CLIENTMCP_NATS=nats_url)
 
 
 async def eventually(bridge: Any, predicate: Any, timeout: float = WAIT) -> None:

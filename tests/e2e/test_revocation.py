@@ -63,21 +63,24 @@ async def clientmcp(state: Path, *args: str, **env: str) -> subprocess.Completed
     )
 
 
-async def revoke(state: Path, role: str, client_id: str) -> int:
-    result = await clientmcp(state, "revoke", role, client_id)
+async def revoke(state: Path | str, role: str, client_id: str, **env: str) -> int:
+    """`clientmcp revoke` on the store `state` names: the generation it printed."""
+    result = await clientmcp(state, "revoke", role, client_id, **env)  # type: ignore[arg-type]
     assert result.returncode == 0, result.stderr
     assert result.stdout.endswith("\n") and result.stdout.count("\n") == 1
     return int(result.stdout)
 
 
-async def token(state: Path, role: str, client_id: str) -> tuple[str, int]:
-    """A token from `clientmcp token`, and the generation it says on stderr that it used."""
-    result = await clientmcp(state, "token", role, client_id)
+async def token(
+    state: Path | str, role: str, client_id: str, where: str | None = None, **env: str
+) -> tuple[str, int]:
+    """A token from `clientmcp token`, and the generation it says on stderr that it used (read from `where`)."""
+    result = await clientmcp(state, "token", role, client_id, **env)  # type: ignore[arg-type]
     assert result.returncode == 0, result.stderr
     minted = result.stdout.strip()
     said = result.stderr.strip()
     assert said.startswith(f"clientmcp: {role} generation ") and said.endswith(
-        f"of {client_id} (from {state})"
+        f"of {client_id} (from {where or state})"
     )
     generation = int(said.split()[3])
     claims = json.loads(base64.urlsafe_b64decode(minted.split(".")[1] + "=="))
