@@ -27,6 +27,7 @@ from agents import MODERN, sdk_agent, websocket_app
 from mcp.types import TextContent
 from natsserver import NATS_SERVER, NatsServer
 from test_cli import free_port
+from tls import self_signed
 
 from clientmcp_fast.core.tokens import mint
 
@@ -221,13 +222,7 @@ async def test_two_instances_joined_through_nats_carry_a_call_between_them(froze
 @pytest.mark.anyio
 async def test_the_single_file_joins_a_tls_nats_with_the_ca_bundle_it_is_named(single, tmp_path):
     """docs/deployment.md: no CA certificates are frozen in; SSL_CERT_FILE names a bundle for `tls://`."""
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed(tmp_path)
     bundle = single.root / "ca.crt"  # the self-signed certificate is its own authority
     bundle.write_bytes(cert.read_bytes())
     bundle.chmod(0o644)

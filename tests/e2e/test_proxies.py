@@ -28,6 +28,7 @@ import pytest
 from agents import MODERN, WAIT, legacy_body, sdk_agent, websocket_app
 from mcp.types import TextContent
 from test_cli import free_port
+from tls import self_signed
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -45,15 +46,7 @@ def replaced(text: str, old: str, new: str) -> str:
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1, and its key."""
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    return cert, key
+    return self_signed(tmp_path_factory.mktemp("tls"))
 
 
 def nginx(bridge_port: int, port: int, cert: Path, key: Path, folder: Path) -> list[str]:
