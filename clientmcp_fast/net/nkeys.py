@@ -13,8 +13,9 @@ signature takes depends on the secret key. That is acceptable here, and why: it 
 nonce per connection to NATS (at start and at each reconnect), not data an attacker may
 submit at will, so there is nothing to time at scale; and the only peer that sees these
 signatures is the NATS server, which already carries all the cluster's traffic. Python's
-standard library has no Ed25519 (hashlib and ssl do not expose it), and no other package
-in the image does.
+standard library has no Ed25519; OpenSSL's libcrypto, in the image for TLS, has one, but
+neither ssl nor hashlib exposes it, and ctypes would tie the bridge to that library's file
+name and interface in each build.
 """
 
 from __future__ import annotations
