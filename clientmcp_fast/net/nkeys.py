@@ -280,21 +280,25 @@ class CredsSigner:
 
     The file is read again at each connection, as nats-py does with `user_credentials`, so a
     renewed JWT written over it is used from the next reconnect on; a file that has become
-    unusable keeps the last good one, and the caller's `on_error` hears why.
+    unusable keeps the last good one, and the caller's `on_error` hears why, once per fault
+    (a refused connection is retried twice a second).
     """
 
     def __init__(self, path: str, on_error: Any = None) -> None:
         self.path = path
         self.creds = read_creds(path)
         self.on_error = on_error
+        self._fault: str | None = None  # the last fault said to on_error, until the file is good again
 
     def signature(self, nonce: str) -> bytes:
         """nats-py's signature_cb: the nonce signed; called first at each connection."""
         try:
             self.creds = read_creds(self.path)
+            self._fault = None
         except CredsError as error:
-            if self.on_error is not None:
+            if str(error) != self._fault and self.on_error is not None:
                 self.on_error(error)
+            self._fault = str(error)
         return self.creds.sign(nonce.encode())
 
     def jwt(self) -> bytes:

@@ -115,9 +115,14 @@ def test_the_signer_reads_the_file_again_at_each_connection_and_keeps_the_last_g
     path.write_text("nothing")
     signature = signer.signature("nonce")
     assert signer.jwt() == renewed and signature == signer.creds.sign(b"nonce")
+    signer.signature("nonce")  # a retry: the same fault is not said again
+    path.write_text(account.creds("again"))
+    signer.signature("nonce")
+    path.write_text("nothing")
+    signer.signature("nonce")  # good in between: said again
     assert [str(error) for error in errors] == [
         "it has no -----BEGIN NATS USER JWT----- block (is it a creds file?)"
-    ]
+    ] * 2
 
 
 # -- bad files: one specific error each ------------------------------------------------------------
