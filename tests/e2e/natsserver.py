@@ -102,9 +102,11 @@ NO_LIMITS = {"subs": -1, "data": -1, "payload": -1}
 class Account:
     """An account signed by its operator; `creds` makes creds files of users it signs."""
 
-    def __init__(self, operator: NKey, name: str) -> None:
+    def __init__(self, operator: NKey, name: str, jetstream: bool = False) -> None:
         self.key = NKey(nkeys.PREFIX_ACCOUNT)
         limits = {**NO_LIMITS, "imports": -1, "exports": -1, "wildcards": True, "conn": -1, "leaf": -1}
+        if jetstream:  # without these an account of an operator-mode server has no JetStream
+            limits.update({"mem_storage": -1, "disk_storage": -1, "streams": -1, "consumer": -1})
         self.jwt = issue(operator, self.key.public, name, {"type": "account", "limits": limits})
 
     def creds(self, name: str, **claims: object) -> str:
@@ -130,9 +132,10 @@ class Operator:
         self.key = NKey(nkeys.PREFIX_OPERATOR)
         self.jwt = issue(self.key, self.key.public, "clientmcp-tests", {"type": "operator"})
         self.accounts: list[Account] = []
+        self.system = self.account("SYS")  # JetStream (`-js`) needs a system account in operator mode
 
-    def account(self, name: str) -> Account:
-        account = Account(self.key, name)
+    def account(self, name: str, jetstream: bool = False) -> Account:
+        account = Account(self.key, name, jetstream)
         self.accounts.append(account)
         return account
 
@@ -140,5 +143,6 @@ class Operator:
         """Operator mode with the accounts preloaded in the server's memory resolver."""
         preload = "\n".join(f"  {a.key.public}: {a.jwt}" for a in self.accounts)
         return (
-            f"operator: {self.jwt}\nresolver: MEMORY\nresolver_preload: {{\n{preload}\n}}\nmax_payload: 8MB\n"
+            f"operator: {self.jwt}\nsystem_account: {self.system.key.public}\n"
+            f"resolver: MEMORY\nresolver_preload: {{\n{preload}\n}}\nmax_payload: 8MB\n"
         )

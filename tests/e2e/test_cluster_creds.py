@@ -5,6 +5,7 @@ connection without a user JWT of a known account and the signature of its nonce.
 `clientmcp serve` processes sign with CLIENTMCP_NATS_CREDS by themselves
 (clientmcp_fast/net/nkeys.py): the `nkeys` package is made unimportable in them. An instance
 whose user belongs to an account the server does not know says so once and serves alone.
+`--state nats` and `clientmcp revoke` use the same file for the generations bucket.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from pathlib import Path
 
 import pytest
 from agents import OFFLINE, WAIT, echo, online_app, sdk_agent
+from conftest import make_token
 from natsserver import Account, NatsServer, Operator
 from test_cluster import ServeProcess, text_of
+from test_revocation import PROMPTLY, assert_one_line_error, clientmcp, closed_within, connect_app, tool_names
+
+from clientmcp_fast.core.generations import REVOKED_REASON
 
 nats = pytest.importorskip("nats", reason="the cluster needs nats-py (pip install 'clientmcp-fast[nats]')")
 
@@ -144,3 +149,43 @@ async def test_a_user_of_an_unknown_account_is_said_once_and_the_instance_serves
     assert [line for line in lines if "refused" in line] == [line for line in lines if line.endswith(REFUSED)]
     assert len([line for line in lines if "refused" in line]) == 1, lines
     assert not any("joined the cluster" in line for line in lines), lines
+
+
+async def test_revocation_through_the_bucket_of_an_account_secured_nats(tmp_path, no_nkeys):
+    """docs/scaling.md, Revocation in a cluster: `--state nats` and `clientmcp revoke` sign with the creds file."""
+    operator = Operator()
+    account = operator.account("clientmcp", jetstream=True)
+    server = NatsServer(jetstream=True, config=operator.config())
+    server.start()
+    instances = []
+    try:
+        for name in ("holder", "caller"):
+            creds = creds_file(tmp_path, name, account.creds(name))
+            env = {"CLIENTMCP_NATS_CREDS": creds, "CLIENTMCP_STATE": "nats", **no_nkeys}
+            instances.append(ServeProcess(server.url, **env))
+        holder, caller = instances
+        ws = await connect_app(holder, make_token("client", "alice"))
+        agent = make_token("agent", "alice")
+        give_up = time.monotonic() + WAIT
+        while await tool_names(caller, agent) != ["echo"]:
+            assert time.monotonic() < give_up, "the app never reached the other instance"
+            await asyncio.sleep(0.1)
+        admin = creds_file(tmp_path, "admin", account.creds("admin"))
+        nats_env = {"CLIENTMCP_NATS": server.url, **no_nkeys}
+        revoked = await clientmcp("nats", "revoke", "client", "alice", CLIENTMCP_NATS_CREDS=admin, **nats_env)  # type: ignore[arg-type]
+        assert (revoked.returncode, revoked.stdout) == (0, "1\n"), revoked.stderr
+        code, reason, _ = await closed_within(ws, PROMPTLY)
+        assert (code, reason) == (4401, REVOKED_REASON)
+        stranger = creds_file(tmp_path, "stranger", Operator().account("elsewhere").creds("stranger"))
+        refused = await clientmcp(
+            "nats", "revoke", "client", "alice", CLIENTMCP_NATS_CREDS=stranger, **nats_env
+        )  # type: ignore[arg-type]
+        line = assert_one_line_error(refused)
+        assert (
+            line.startswith("clientmcp: error: state nats: cannot connect to NATS at")
+            and "Authorization Violation" in line
+        )
+    finally:
+        for instance in instances:
+            instance.kill()
+        server.stop()
