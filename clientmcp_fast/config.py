@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -134,14 +133,15 @@ def parse_nats(text: str) -> tuple[str, ...]:
 
 
 def check_nats_creds(path: str) -> None:
-    """ConfigError unless CLIENTMCP_NATS_CREDS names a file that nats-py can sign with (it needs nkeys)."""
+    """ConfigError unless CLIENTMCP_NATS_CREDS names a creds file the bridge can sign with (net/nkeys.py)."""
     if not os.path.isfile(path):
         raise ConfigError(f"CLIENTMCP_NATS_CREDS: {path!r} is not a file")
-    if importlib.util.find_spec("nkeys") is None:
-        raise ConfigError(
-            "CLIENTMCP_NATS_CREDS: signing with a creds file needs the nkeys package (pip install nkeys), "
-            "which this install does not have; the container image and dist/clientmcp do not carry it"
-        )
+    from clientmcp_fast.net.nkeys import CredsError, read_creds  # only with a creds file
+
+    try:
+        read_creds(path)
+    except CredsError as error:
+        raise ConfigError(f"CLIENTMCP_NATS_CREDS: {path!r}: {error}") from None
 
 
 def cores() -> int:

@@ -4,13 +4,17 @@ Used only with `--nats` / CLIENTMCP_NATS (docs/scaling.md); a single process nev
 it. What the directory sends in one loop turn leaves as one NATS message per subject (a
 MessagePack array of messages), and what arrives is fed to the directory with the loop's
 time. Credentials: user and password or a token in the URL, or a creds file named by
-CLIENTMCP_NATS_CREDS; `tls://` URLs use TLS with the system's certificate authorities.
+CLIENTMCP_NATS_CREDS (signed by net/nkeys.py, not the nkeys package); `tls://` URLs use TLS
+with the system's certificate authorities. A server that refuses the credentials is said
+in a warning at the first refusal (and again after any success), and the instance keeps
+serving its own apps and retrying, as when NATS is down.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import secrets
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +36,27 @@ _ENVELOPE = 5  # an array header is at most 5 bytes
 # Every message the protocol allows (4 MiB, docs/protocol.md, Register validation) passes a
 # NATS server whose max_payload is at least this; a lower one is warned of at start.
 WANTED_PAYLOAD = 8 * 1024 * 1024
+
+
+# What a NATS server answers to credentials it refuses: -ERR 'Authorization Violation', and
+# 'User Authentication Expired' or 'User Authentication Revoked' for a JWT past its time.
+_REFUSED = re.compile(r"authorization violation|authentication (expired|revoked)", re.IGNORECASE)
+
+
+def creds_options(path: str) -> dict[str, Any]:
+    """nats.connect's options that sign with the creds file at `path` (net/nkeys.py); ConfigError if unusable."""
+    from clientmcp_fast.config import ConfigError
+    from clientmcp_fast.net.nkeys import CredsError, CredsSigner
+
+    def unusable(error: CredsError) -> None:
+        logger.warning(
+            "nats: CLIENTMCP_NATS_CREDS %r: %s; signing with the file as it was last read", path, error
+        )
+
+    try:
+        return CredsSigner(path, on_error=unusable).options()
+    except CredsError as error:
+        raise ConfigError(f"CLIENTMCP_NATS_CREDS: {path!r}: {error}") from None
 
 
 def _array(items: list[bytes]) -> bytes:
@@ -61,6 +86,8 @@ class NatsCluster:
         self._connector: asyncio.Task | None = None
         self._tick: asyncio.TimerHandle | None = None
         self._stopping = False
+        self._refusal: str | None = None  # the last refusal of our credentials, said once
+        self._auth: dict[str, Any] = {}  # nats.connect's options for a creds file
         self.reconnects = 0  # read by the metrics collector
 
     # -- the Bus port ------------------------------------------------------------------------
@@ -124,16 +151,15 @@ class NatsCluster:
             from clientmcp_fast.config import ConfigError
 
             raise ConfigError("--nats needs nats-py: pip install 'clientmcp-fast[nats]'") from None
+        creds = os.environ.get("CLIENTMCP_NATS_CREDS")
+        if creds:
+            self._auth = creds_options(creds)
         self._connector = self.loop.create_task(self._connect())
         self._tick = self.loop.call_later(TICK_SECONDS, self._on_tick)
 
     async def _connect(self) -> None:
         import nats  # only with --nats
 
-        options: dict[str, Any] = {}
-        creds = os.environ.get("CLIENTMCP_NATS_CREDS")
-        if creds:
-            options["user_credentials"] = creds
         while not self._stopping:
             try:
                 self.nc = await nats.connect(
@@ -147,7 +173,7 @@ class NatsCluster:
                     disconnected_cb=self._disconnected,
                     reconnected_cb=self._reconnected,
                     error_cb=self._error,
-                    **options,
+                    **self._auth,
                 )
                 break
             except Exception as error:  # noqa: BLE001 - no server answers yet: try again
@@ -159,6 +185,7 @@ class NatsCluster:
         for subject in self.directory.subscriptions():
             await nc.subscribe(subject, cb=self._on_message)
         await nc.flush()
+        self._refusal = None
         logger.info("nats: joined the cluster as instance %s", self.instance)
         if nc.max_payload < WANTED_PAYLOAD:
             logger.warning(
@@ -175,11 +202,25 @@ class NatsCluster:
 
     async def _reconnected(self) -> None:
         self.reconnects += 1
+        self._refusal = None
         logger.info("nats: reconnected")
         self.directory.bus_up(self.loop.time())
 
     async def _error(self, error: Exception) -> None:
-        logger.debug("nats: %s", error)
+        text = str(error) or type(error).__name__
+        if not _REFUSED.search(text):
+            logger.debug("nats: %s", text)
+            return
+        # Said once per refusal, not at every retry (twice a second): the instance serves its
+        # own apps meanwhile, and the refusal may be mended on the NATS side without a restart.
+        if text != self._refusal:
+            self._refusal = text
+            logger.warning(
+                "nats: the server refused this instance's credentials (%s): apps on other "
+                "instances are unreachable until it accepts them; retrying (CLIENTMCP_NATS, "
+                "CLIENTMCP_NATS_CREDS: docs/scaling.md, Settings)",
+                text.removeprefix("nats: "),
+            )
 
     async def _on_message(self, msg: Any) -> None:
         try:

@@ -97,9 +97,17 @@ def where(urls: tuple[str, ...] | list[str]) -> str:
 
 
 def _credentials() -> dict[str, Any]:
-    # The same creds file as the cluster's connection (net/nats.py), from the environment only.
+    """The same creds file as the cluster's connection (net/nats.py), from the environment only."""
     creds = os.environ.get("CLIENTMCP_NATS_CREDS")
-    return {"user_credentials": creds} if creds else {}
+    if not creds:
+        return {}
+    from clientmcp_fast.config import ConfigError
+    from clientmcp_fast.net.nats import creds_options
+
+    try:
+        return creds_options(creds)
+    except ConfigError as error:
+        raise NatsStateError(str(error)) from None
 
 
 async def connect(urls: tuple[str, ...], *, follow: bool, **callbacks: Any) -> Any:
@@ -108,6 +116,7 @@ async def connect(urls: tuple[str, ...], *, follow: bool, **callbacks: Any) -> A
         import nats
     except ImportError:
         raise NatsStateError("--state nats needs nats-py: pip install 'clientmcp-fast[nats]'") from None
+    credentials = _credentials()
     last_failure: list[Exception] = []  # only the last: a bridge's connection fails on every retry
 
     async def failed(error: Exception) -> None:
@@ -127,7 +136,7 @@ async def connect(urls: tuple[str, ...], *, follow: bool, **callbacks: Any) -> A
             connect_timeout=CONNECT_TIMEOUT_SECONDS,
             error_cb=failed,
             **callbacks,
-            **_credentials(),
+            **credentials,
         )
     except Exception as error:  # noqa: BLE001 - refused, timed out, TLS, authorization: all one line
         reason = last_failure[0] if last_failure else error

@@ -10,6 +10,7 @@ read-only; the single file is alone in an empty root with a /tmp, as on a bare h
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -108,3 +109,39 @@ def single() -> Iterator[Frozen]:
 def frozen(request: pytest.FixtureRequest) -> Frozen:
     """Each frozen build in turn: the image's folder executable, then the single static file."""
     return request.getfixturevalue(request.param)
+
+
+@contextlib.contextmanager
+def with_files(frozen: Frozen, files: dict[str, str]) -> Iterator[Frozen]:
+    """`frozen` with `files` (path in its root -> text, readable by its user only), as a mounted secret is.
+
+    The single file's root is its own: they are written there and removed after. The image's
+    stays read-only: it is seen through an overlay whose upper layer holds them.
+    """
+    if frozen.name == "image":
+        scratch = Path(tempfile.mkdtemp(prefix="clientmcp-overlay-"))
+        upper, work, merged = (scratch / name for name in ("upper", "work", "merged"))
+        for folder in (upper, work, merged):
+            folder.mkdir()
+        lower = f"lowerdir={frozen.root},upperdir={upper},workdir={work}"
+        _mount("-t", "overlay", "overlay", "-o", lower, str(merged))
+        view = Frozen(frozen.name, merged, frozen.executable)
+    else:
+        scratch, view = None, frozen
+    written: list[Path] = []
+    try:
+        for name, text in files.items():
+            path = view.root / name.lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            os.chown(path, 65532, 65532)
+            path.chmod(0o400)
+            written.append(path)
+        yield view
+    finally:
+        if scratch is not None:
+            subprocess.run(["umount", str(view.root)], check=False)
+            shutil.rmtree(scratch)
+        else:
+            for path in written:
+                path.unlink()

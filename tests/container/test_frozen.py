@@ -4,7 +4,9 @@ The image's folder executable and the single static file each: mint a token PyJW
 verifies, serve, answer `health`, carry an app's tool to the official `mcp` SDK in both
 eras (a call streamed after one second included), join a cluster through a real
 nats-server (`serve --nats`, nats-py frozen in), and end on SIGTERM with 1001 to the
-app and exit 0. Each runs the compiled extensions, not their pure twins.
+app and exit 0. Each runs the compiled extensions, not their pure twins. Each also joins an
+account-secured nats-server with a creds file, signing without the nkeys package, which
+neither build carries.
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ import pytest
 import websockets
 from agents import MODERN, sdk_agent, websocket_app
 from mcp.types import TextContent
-from natsserver import NATS_SERVER, NatsServer
+from natsserver import NATS_SERVER, NatsServer, Operator
 from test_cli import free_port
 from tls import self_signed
 
 from clientmcp_fast.core.tokens import mint
 
-from .conftest import SECRET_TEXT, Frozen, environment
+from .conftest import SECRET_TEXT, Frozen, environment, with_files
 
 DAY = 86_400
 SLOW_SECONDS = 1.6  # past the bridge's one second, so that the answer is streamed
@@ -262,3 +264,53 @@ async def test_the_single_file_joins_a_tls_nats_with_the_ca_bundle_it_is_named(s
             instance.end()
         nats.stop()
         bundle.unlink()
+
+
+@pytest.mark.anyio
+async def test_two_instances_join_an_account_secured_nats_with_creds_files(frozen):
+    """docs/scaling.md, Settings: CLIENTMCP_NATS_CREDS signs in the frozen builds too (no nkeys in them).
+
+    The nats-server runs in operator mode, knowing one account (JWTs made by the test,
+    tests/e2e/natsserver.py); each instance has a user of its own, in a file only it may read.
+    """
+    operator = Operator()
+    account = operator.account("clientmcp")
+    stranger = Operator().account("elsewhere")
+    nats = NatsServer(jetstream=False, config=operator.config())
+    nats.start()
+    files = {
+        "/run/secrets/holder.creds": account.creds("holder"),
+        "/run/secrets/caller.creds": account.creds("caller"),
+        "/run/secrets/stranger.creds": stranger.creds("stranger"),
+    }
+    instances: list[Served] = []
+    try:
+        with with_files(frozen, files) as view:
+            for name in ("holder", "caller", "stranger"):
+                creds = f"/run/secrets/{name}.creds"
+                instances.append(
+                    Served(view, "--workers", "1", CLIENTMCP_NATS=nats.url, CLIENTMCP_NATS_CREDS=creds)
+                )
+            holder, caller, refused = instances
+            for instance in instances:
+                instance.wait_listening()
+            async with websocket_app(holder, "my-app"), sdk_agent(caller, "my-app", "legacy") as client:
+                give_up = time.monotonic() + 20
+                while not (await client.list_tools()).tools:
+                    assert time.monotonic() < give_up, "the app never reached the other instance"
+                    await asyncio.sleep(0.1)
+                assert text_of(await client.call_tool("echo", {"n": 1})) == 'echo: {"n": 1}'
+                assert text_of(await client.call_tool("slow", {"n": 2})) == 'slow: {"n": 2}'
+            assert caller.stop() == 0 and holder.stop() == 0
+            assert refused.stop() == 0
+            logs = [instance.process.stderr.read() for instance in instances]
+    finally:
+        for instance in instances:
+            instance.end()
+        nats.stop()
+    assert all("nats: joined the cluster as instance" in log for log in logs[:2]), logs
+    # A user of an account the server does not know: said once, and the instance served alone.
+    assert (
+        logs[2].count("nats: the server refused this instance's credentials ('Authorization Violation')") == 1
+    )
+    assert "joined the cluster" not in logs[2], logs[2]

@@ -351,7 +351,7 @@ async def test_nats_down_keeps_local_work_and_heals(cluster, nats_server):
 class ServeProcess:
     """`clientmcp serve --nats URL` in a subprocess on a free loopback port (killed by the test)."""
 
-    def __init__(self, nats_url: str) -> None:
+    def __init__(self, nats_url: str, stderr: Any = subprocess.DEVNULL, **extra: str) -> None:
         self.port = _free_port()
         env = {
             **os.environ,
@@ -359,13 +359,14 @@ class ServeProcess:
             "CLIENTMCP_HOST": "127.0.0.1",
             "CLIENTMCP_PORT": str(self.port),
             "CLIENTMCP_NATS": nats_url,
+            **extra,  # CLIENTMCP_NATS_CREDS, for instance
         }
         self.process = subprocess.Popen(
             # One process, so that killing it kills the instance (with --nats the default is one per core).
             [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "1"],
             env=env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=stderr,
         )
         give_up = time.monotonic() + WAIT
         while True:

@@ -7,16 +7,17 @@ flag; none may show Python's own words (`invalid literal for int()`, a traceback
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
 import socket
 import subprocess
 
 import pytest
+from natsserver import NKey, Operator
 from test_cli import CLIENTMCP, SECRET_TEXT, assert_one_line_error, environment, free_port, run
 
 from clientmcp_fast.config import OPTIONS, Settings, load
 from clientmcp_fast.core.limits import Limits
+from clientmcp_fast.net.nkeys import PREFIX_ACCOUNT
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Limits)} | {"port": Settings.port}
 INTEGERS = [option for option in OPTIONS if type(_DEFAULTS.get(option.attr)) is int]
@@ -172,17 +173,29 @@ def test_a_nats_url_of_another_scheme_is_refused(url):
 
 
 def test_a_nats_creds_file_that_is_missing_or_cannot_be_used_is_refused(tmp_path):
-    """CLIENTMCP_NATS_CREDS: a path that is no file, or a file without nkeys to sign with, is one line at start."""
+    """CLIENTMCP_NATS_CREDS: a path that is no file, or a file that cannot sign, is one line at start.
+
+    Each fault of the file itself (tests/net/test_nkeys.py has them all) reaches the line.
+    """
     base = {"CLIENTMCP_SECRET": SECRET_TEXT, "CLIENTMCP_NATS": "nats://127.0.0.1:4222"}
     missing = tmp_path / "none.creds"
     line = assert_one_line_error(run("serve", env=environment(**base, CLIENTMCP_NATS_CREDS=str(missing))))
     assert line == f"clientmcp: error: CLIENTMCP_NATS_CREDS: {str(missing)!r} is not a file\n"
+    good = Operator().account("bridge").creds("bridge-1")
+    seed = good.splitlines()[good.splitlines().index("-----BEGIN USER NKEY SEED-----") + 1]
+    bad = {
+        "-----BEGIN NATS USER JWT-----\n": "it has no -----BEGIN USER NKEY SEED----- block (is it a creds file?)",
+        good.replace(seed, seed[:9] + ("A" if seed[9] != "A" else "B") + seed[10:]): (
+            "the NKey seed's checksum does not match: a character is wrong or missing"
+        ),
+        good.replace(
+            seed, NKey(PREFIX_ACCOUNT).seed
+        ): "its seed is an account's (SA...), not a user's (SU...)",
+    }
     creds = tmp_path / "user.creds"
-    creds.write_text("-----BEGIN NATS USER JWT-----\n")
-    if importlib.util.find_spec("nkeys") is None:  # the test extras leave it out, as the image does
+    for text, reason in bad.items():
+        creds.write_text(text)
         line = assert_one_line_error(run("serve", env=environment(**base, CLIENTMCP_NATS_CREDS=str(creds))))
-        assert "needs the nkeys package (pip install nkeys)" in line
-    else:
-        assert load(environment(**base, CLIENTMCP_NATS_CREDS=str(creds)), None).nats == (
-            base["CLIENTMCP_NATS"],
-        )
+        assert line == f"clientmcp: error: CLIENTMCP_NATS_CREDS: {str(creds)!r}: {reason}\n"
+    creds.write_text(good)  # no nkeys package needed: the bridge signs by itself (net/nkeys.py)
+    assert load(environment(**base, CLIENTMCP_NATS_CREDS=str(creds)), None).nats == (base["CLIENTMCP_NATS"],)
