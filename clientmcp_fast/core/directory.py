@@ -294,7 +294,10 @@ class Directory:
         if type(call) is ForwardedCall:
             call.outcome = outcome  # its ERROR tells the agent's instance
             self.bridge.counters.served[outcome] += 1
-        elif type(getattr(call, "app", None)) is RemoteApp:
+        elif outcome != TOO_LARGE and type(getattr(call, "app", None)) is RemoteApp:
+            # A call over 4 MiB is refused by the bridge before it is sent, as for a local app:
+            # it never left this instance, so it is not forwarded. The only too_large of a
+            # forwarded call is the bus's refusal, counted where its ERROR is read (`receive`).
             self.bridge.counters.forwarded[outcome] += 1
 
     # -- the bus ------------------------------------------------------------------------------
@@ -346,8 +349,11 @@ class Directory:
                 result = msgspec.Raw(message[3])
                 self.bridge.complete(call, result, result_shape(result))
             else:
+                outcome = message[4]
                 self.bridge.calls.finish(call)
-                self.bridge._ended(call, message[4], now)
+                self.bridge._ended(call, outcome, now)
+                if outcome == TOO_LARGE:  # the call or its answer was too large for the bus
+                    self.bridge.counters.forwarded[TOO_LARGE] += 1
                 call.call_error(message[3])
         elif not self.connected:
             return  # read before the bus went down: what it says of other instances is stale

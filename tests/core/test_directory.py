@@ -17,7 +17,9 @@ from fakes import NOW, RecordingStream, RecordingWaiter, connect, make_bridge, r
 from wire import Op
 
 from clientmcp_fast.core import outcomes
+from clientmcp_fast.core.counters import TOO_LARGE
 from clientmcp_fast.core.directory import BEAT_EVERY, DEAD_AFTER, Directory, RemoteApp, subject_id
+from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
 QUIET = {"app_idle_timeout": 10_000, "app_soft_seconds": 10_000}
 DISCONNECTED = ("error", outcomes.DISCONNECTED)
@@ -443,3 +445,42 @@ def test_a_replaced_or_forgotten_remote_app_frees_its_place():
     assert list(b.apps["app-1"].toolset.tools) == ["two"] and b.directory.kept == 1
     b.directory.bus_down()
     assert b.directory.kept == 0 and "app-1" not in b.apps
+
+
+# -- docs/operations.md, Metrics: which calls count as forwarded -----------------------------------
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_a_call_over_4_mib_is_refused_where_the_agent_is_and_never_forwarded(where):
+    """Counted as a local too-large call is (started, then too_large), on the agent's instance only."""
+    network, bridges = cluster()
+    channel, link = online(network, bridges[0], "app-1", "echo")
+    agent = agent_side(bridges, where)
+    waiter = RecordingWaiter(False)
+    app = agent.apps["app-1"]
+    arguments = b'{"s":"' + b"x" * MAX_MESSAGE_BYTES + b'"}'
+    assert not agent.start_call(app, app.toolset.tools["echo"], arguments, waiter, NOW)
+    assert waiter.events == [("error", outcomes.TOO_LARGE)]
+    assert network.queue == []  # nothing left this instance
+    network.pump()
+    assert texts(link) == []
+    assert agent.counters.calls_started == 1 and agent.counters.outcomes()[TOO_LARGE] == 1
+    for bridge in bridges:
+        assert not any(bridge.counters.forwarded) and not any(bridge.counters.served)
+    assert bridges[1 - bridges.index(agent)].counters.calls_started == 0
+
+
+def test_a_call_the_bus_cannot_carry_is_a_forwarded_call_too_large():
+    """The bus refuses a call under 4 MiB for its size (a NATS max_payload below it): a forwarded call's outcome."""
+    network, (a, b) = cluster()
+    online(network, a, "app-1", "echo")
+    waiter = RecordingWaiter(False)
+    app = b.apps["app-1"]
+    assert b.start_call(app, app.toolset.tools["echo"], b'{"a":1}', waiter, NOW)
+    ((_, subject, payload),) = network.queue
+    network.queue.clear()
+    (message,) = msgspec.msgpack.decode(payload)
+    b.directory.undeliverable(subject, tuple(message), 10)
+    assert waiter.events == [("error", outcomes.too_large_between_instances(10))]
+    assert b.counters.forwarded[TOO_LARGE] == 1 and sum(b.counters.forwarded) == 1
+    assert b.counters.outcomes()[TOO_LARGE] == 1
