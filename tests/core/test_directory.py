@@ -484,3 +484,31 @@ def test_a_call_the_bus_cannot_carry_is_a_forwarded_call_too_large():
     assert waiter.events == [("error", outcomes.too_large_between_instances(10))]
     assert b.counters.forwarded[TOO_LARGE] == 1 and sum(b.counters.forwarded) == 1
     assert b.counters.outcomes()[TOO_LARGE] == 1
+
+
+def test_past_the_bound_a_warning_is_logged_at_most_once_a_minute(captured_log):
+    stream = captured_log("text")
+    network, (a, b) = cluster(max_remote_apps=1)
+
+    def app_online_at(client_id, now):
+        channel, _ = connect(a, client_id)
+        register(channel, tool("one"), now=now)
+        network.pump(now)
+
+    def warnings():
+        return [line.split(" ", 1)[1] for line in stream.getvalue().splitlines() if "cluster:" in line]
+
+    line = (
+        "warn cluster: this instance keeps the tools of 1 apps held elsewhere (--max-remote-apps); "
+        "agents here get a tool error for the others"
+    )
+    app_online_at("app-1", NOW)  # kept
+    assert warnings() == []
+    app_online_at("app-2", NOW + 1)
+    assert warnings() == [line]
+    app_online_at("app-3", NOW + 60.5)  # within the minute of the first line: counted, not logged
+    assert warnings() == [line] and b.directory.not_kept == 2
+    app_online_at("app-4", NOW + 61)  # a minute after it
+    assert warnings() == [line, line] and b.directory.not_kept == 3
+    app_online_at("app-5", NOW + 120)
+    assert warnings() == [line, line] and b.directory.not_kept == 4
