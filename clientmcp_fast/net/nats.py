@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from clientmcp_fast.core.directory import Directory
+from clientmcp_fast.core.directory import WIRE_VERSION, Directory
 from clientmcp_fast.log import logger
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ class NatsCluster:
         for subject in self.directory.subscriptions():
             await nc.subscribe(subject, cb=self._on_message)
         await nc.flush()
-        logger.info("nats: joined the cluster as instance %s", self.instance)
+        logger.info("nats: joined the cluster as instance %s (wire version %d)", self.instance, WIRE_VERSION)
         if nc.max_payload < WANTED_PAYLOAD:
             logger.warning(
                 "nats: the server's max_payload is %d bytes: calls and results above it between "

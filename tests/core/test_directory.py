@@ -17,8 +17,15 @@ from fakes import NOW, RecordingStream, RecordingWaiter, connect, make_bridge, r
 from wire import Op
 
 from clientmcp_fast.core import outcomes
-from clientmcp_fast.core.counters import TOO_LARGE
-from clientmcp_fast.core.directory import BEAT_EVERY, DEAD_AFTER, Directory, RemoteApp, subject_id
+from clientmcp_fast.core.counters import OUTCOMES, TOO_LARGE
+from clientmcp_fast.core.directory import (
+    BEAT_EVERY,
+    DEAD_AFTER,
+    WIRE_VERSION,
+    Directory,
+    RemoteApp,
+    subject_id,
+)
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
 QUIET = {"app_idle_timeout": 10_000, "app_soft_seconds": 10_000}
@@ -512,3 +519,135 @@ def test_past_the_bound_a_warning_is_logged_at_most_once_a_minute(captured_log):
     assert warnings() == [line, line] and b.directory.not_kept == 3
     app_online_at("app-5", NOW + 120)
     assert warnings() == [line, line] and b.directory.not_kept == 4
+
+
+# -- docs/scaling.md, Upgrades: other releases' layouts, another wire version ---------------------------
+
+
+OLD_ERRORS = [
+    (outcomes.DISCONNECTED, "disconnected"),
+    (outcomes.NOT_REGISTERED, "not_registered"),
+    ("Unknown tool: echo", "unknown_tool"),
+    (outcomes.BUSY, "busy"),
+    (outcomes.SHUTTING_DOWN, "shutting_down"),
+    (outcomes.TOO_LARGE, "too_large"),
+    (outcomes.too_large_between_instances(1_048_576), "too_large"),
+    (outcomes.timed_out(30), "timeout"),
+    ("A text no release sends", "disconnected"),
+]
+
+
+@pytest.mark.parametrize(("text", "outcome"), OLD_ERRORS)
+def test_an_error_in_the_previous_layout_ends_the_call_with_the_outcome_its_text_says(text, outcome):
+    """The previous release sent (ERROR, client_id, call_id, text), without the outcome (added by
+    commit 817076c): the call ends with its text, counted by it."""
+    network, (a, b) = cluster()
+    online(network, a, "app-1", "echo")
+    waiter = RecordingWaiter(False)
+    app = b.apps["app-1"]
+    assert b.start_call(app, app.toolset.tools["echo"], b'{"a":1}', waiter, NOW)
+    ((_, subject, payload),) = network.queue
+    network.queue.clear()  # a never sees it: an instance of the previous release answers
+    call_id = msgspec.json.decode(msgspec.msgpack.decode(payload)[0][4])["id"]
+    old_error = [5, "app-1", call_id, text]
+    network.queue.append((None, b.directory.instance_subject("i1"), msgspec.msgpack.encode([old_error])))
+    network.pump()
+    assert waiter.events == [("error", text)]
+    index = OUTCOMES.index(outcome)
+    assert (
+        b.counters.outcomes()[index] == 1
+        and b.counters.forwarded[index] == 1
+        and sum(b.counters.forwarded) == 1
+    )
+    assert len(b.calls) == 0 and b.apps["app-1"].calls == {}
+
+
+def test_a_heartbeat_and_sync_without_a_wire_version_are_version_1s_and_its_states_are_applied():
+    network, (a,) = cluster(1)
+    a.directory.receive([7, "old", 1], NOW)  # (SYNC, instance, seq): no wire version
+    a.directory.receive(
+        [1, "app-1", 1, "old", b'[{"name":"one","inputSchema":{"type":"object"}}]', None, 2], NOW
+    )
+    a.directory.receive([6, "old"], NOW + 1)  # (BEAT, instance)
+    assert a.directory.peers == {"old": NOW + 1} and not a.directory.incompatible
+    assert list(a.apps["app-1"].toolset.tools) == ["one"]
+    a.directory.on_timer(NOW + 1 + DEAD_AFTER)  # still heard from: kept
+    assert "app-1" in a.apps
+
+
+def test_fields_a_newer_release_added_at_the_end_are_ignored_and_so_are_unknown_kinds():
+    network, (a,) = cluster(1)
+    tools = b'[{"name":"one","inputSchema":{"type":"object"}}]'
+    a.directory.receive([7, "new", 1, 1, "later"], NOW)
+    a.directory.receive([1, "app-1", 1, "new", tools, None, 2, {"later": True}], NOW)
+    a.directory.receive([6, "new", 1, "later"], NOW)
+    a.directory.receive([99, "a kind of a later release"], NOW)
+    a.directory.receive([], NOW)
+    assert list(a.apps["app-1"].toolset.tools) == ["one"] and "new" in a.directory.peers
+    a.directory.receive([2, "app-1", 1, "new", 3, "later"], NOW)  # GONE
+    assert "app-1" not in a.apps
+
+
+def test_a_message_shorter_than_any_release_sends_is_dropped_with_a_line_a_minute(captured_log):
+    stream = captured_log("text")
+    network, (a,) = cluster(1)
+    a.directory.receive([1, "app-1", 1, "x"], NOW)  # a STATE without its tools, instructions, seq
+    a.directory.receive([2, "app-1"], NOW + 30)
+    assert "app-1" not in a.apps and not a.directory.peers
+    lines = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines()]
+    assert lines == ["warn cluster: a message of kind 1 has 4 fields, fewer than any release sends: dropped"]
+    a.directory.receive([2, "app-1"], NOW + 60)
+    assert (
+        stream.getvalue()
+        .splitlines()[-1]
+        .endswith("a message of kind 2 has 2 fields, fewer than any release sends: dropped")
+    )
+
+
+@pytest.mark.parametrize("announce", ["beat", "sync"])
+def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(captured_log, announce):
+    stream = captured_log("text")
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "echo")
+    a.directory.receive([6, "future", 2] if announce == "beat" else [7, "future", 1, 2], NOW)
+    tools = b'[{"name":"two","inputSchema":{"type":"object"}}]'
+    # Its claim on app-1, with a higher epoch: applied, it would close a's app with 4409.
+    a.directory.receive([1, "app-1", 99, "future", tools, None, 2], NOW)
+    a.directory.receive([1, "app-2", 1, "future", tools, None, 3], NOW)
+    a.directory.receive([6, "future", 2], NOW + 1)
+    a.directory.receive(
+        [
+            3,
+            "future",
+            "app-1",
+            a.directory.local["app-1"][1],
+            b'{"type":"call","id":"1","name":"echo","arguments":{}}',
+        ],
+        NOW,
+    )
+    a.directory.receive([8, "app-1", b"1", None, "future"], NOW)
+    lines = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines() if "cluster:" in line]
+    assert lines == [
+        "warn cluster: instance future speaks cluster wire version 2, this one 1: it is ignored and its apps "
+        "are not reachable from here; a cluster runs one wire version (docs/scaling.md, Upgrades)"
+    ]
+    assert link.close() is None and a.apps["app-1"] is channel and "app-2" not in a.apps
+    assert texts(link) == [] and not a.directory.forwarded
+    assert "future" not in a.directory.peers and a.directory.incompatible == {"future": 2}
+    network.pump()
+    assert list(b.apps["app-1"].toolset.tools) == ["echo"]  # a goes on with the instances of its version
+
+
+def test_every_message_sent_announces_this_wire_version_where_it_is_read():
+    network, (a,) = cluster(1)
+    sent = []
+    a.directory.bus = type("Bus", (), {"send": lambda self, subject, message: sent.append(message)})()
+    a.directory.bus_down()
+    a.directory.bus_up(NOW)
+    a.directory.on_timer(NOW + BEAT_EVERY)
+    a.directory.cancel_legacy("app-1", b"7", None)
+    assert [m for m in sent if m[0] in (6, 7, 8)] == [
+        (7, "i0", a.directory.seq, WIRE_VERSION),
+        (6, "i0", WIRE_VERSION),
+        (8, "app-1", b"7", None, "i0"),
+    ]
