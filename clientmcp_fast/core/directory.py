@@ -78,8 +78,7 @@ RESULT = 4  # (RESULT, client_id, call_id, result, has_result_type)
 ERROR = 5  # (ERROR, client_id, call_id, text, outcome): outcome as in core/counters.py
 BEAT = 6  # (BEAT, instance, wire_version)
 SYNC = 7  # (SYNC, instance, seq, wire_version): send me the state of your apps; forget what I sent before
-# (CANCEL, client_id, request_id, session | None, instance): a legacy notifications/cancelled
-CANCEL = 8
+CANCEL = 8  # (CANCEL, client_id, request_id, session | None, instance): a legacy notifications/cancelled
 
 # docs/scaling.md, Upgrades: each kind's length as this release sends it, and in the oldest
 # layout of WIRE_VERSION 1, from releases that announced no version; the fields between get
