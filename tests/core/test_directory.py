@@ -477,6 +477,24 @@ def test_a_call_over_4_mib_is_refused_where_the_agent_is_and_never_forwarded(whe
     assert bridges[1 - bridges.index(agent)].counters.calls_started == 0
 
 
+def test_calls_refused_before_they_are_sent_are_not_forwarded():
+    """Busy and shutting down, for an app held elsewhere: counted where the agent is, as for a local app."""
+    network, (a, b) = cluster(max_calls_per_app=1)
+    online(network, a, "app-1", "echo")
+    app = b.apps["app-1"]
+    first = RecordingWaiter(False)
+    assert b.start_call(app, app.toolset.tools["echo"], b"{}", first, NOW)  # in flight: the app's one
+    busy = RecordingWaiter(False)
+    assert not b.start_call(app, app.toolset.tools["echo"], b"{}", busy, NOW)
+    b.shutting_down = True
+    late = RecordingWaiter(False)
+    assert not b.start_call(app, app.toolset.tools["echo"], b"{}", late, NOW)
+    assert (busy.events, late.events) == ([("error", outcomes.BUSY)], [("error", outcomes.SHUTTING_DOWN)])
+    counted = b.counters.outcomes()
+    assert (counted[OUTCOMES.index("busy")], counted[OUTCOMES.index("shutting_down")]) == (1, 1)
+    assert not any(b.counters.forwarded)
+
+
 def test_a_call_the_bus_cannot_carry_is_a_forwarded_call_too_large():
     """The bus refuses a call under 4 MiB for its size (a NATS max_payload below it): a forwarded call's outcome."""
     network, (a, b) = cluster()
