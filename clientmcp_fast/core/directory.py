@@ -24,6 +24,13 @@ carries the sending instance's sequence number, and an older one never undoes a 
 STATE older than the last applied for the same connection is dropped, a GONE ends its
 connection for good (remembered for DEAD_AFTER seconds against a STATE delivered after it),
 and whatever an instance sent before its latest SYNC is superseded by the states after it.
+
+Upgrades (docs/scaling.md, Upgrades): instances of one WIRE_VERSION share a cluster whatever
+their releases. A release may add fields at the end of a message: one from an older release
+lacks them and is read with defaults that keep the older behaviour, and fields added by a newer
+one are ignored, as is a kind of message this release does not know. Any other change raises
+WIRE_VERSION, which every BEAT and SYNC announces: an instance of another version is ignored,
+with one warning.
 """
 
 from __future__ import annotations
@@ -36,7 +43,15 @@ import msgspec
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent_legacy import cancel_call
 from clientmcp_fast.core.calls import Call
-from clientmcp_fast.core.counters import DISCONNECTED, NOT_REGISTERED, TOO_LARGE, UNKNOWN_TOOL
+from clientmcp_fast.core.counters import (
+    BUSY,
+    DISCONNECTED,
+    NOT_REGISTERED,
+    SHUTTING_DOWN,
+    TIMEOUT,
+    TOO_LARGE,
+    UNKNOWN_TOOL,
+)
 from clientmcp_fast.core.counters import RESULT as ANSWERED
 from clientmcp_fast.core.jsonrpc import encode_json
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
@@ -51,15 +66,38 @@ if TYPE_CHECKING:
 BEAT_EVERY = 1.0
 DEAD_AFTER = 3.0
 
+# docs/scaling.md, Upgrades: raised by a change of the messages that an older release cannot
+# read (a field removed, moved or meaning something else), never by a field added at the end.
+WIRE_VERSION = 1
+
 # Message kinds (the first element of every message tuple).
 STATE = 1  # (STATE, client_id, epoch, instance, tools_json | None, instructions | None, seq)
 GONE = 2  # (GONE, client_id, epoch, instance, seq)
 APP = 3  # (APP, from_instance, client_id, epoch, message): a call or cancel for the app
 RESULT = 4  # (RESULT, client_id, call_id, result, has_result_type)
 ERROR = 5  # (ERROR, client_id, call_id, text, outcome): outcome as in core/counters.py
-BEAT = 6  # (BEAT, instance)
-SYNC = 7  # (SYNC, instance, seq): send me the state of your apps; forget what I sent before
-CANCEL = 8  # (CANCEL, client_id, request_id, session | None): a legacy notifications/cancelled
+BEAT = 6  # (BEAT, instance, wire_version)
+SYNC = 7  # (SYNC, instance, seq, wire_version): send me the state of your apps; forget what I sent before
+CANCEL = 8  # (CANCEL, client_id, request_id, session | None, instance): a legacy notifications/cancelled
+
+# docs/scaling.md, Upgrades: each kind's length as this release sends it, and in the oldest
+# layout of WIRE_VERSION 1, from releases that announced no version; the fields between get
+# defaults (`_fitted`).
+_LENGTH = {STATE: 7, GONE: 5, APP: 5, RESULT: 5, ERROR: 5, BEAT: 3, SYNC: 4, CANCEL: 5}
+_OLDEST_LENGTH = {STATE: 7, GONE: 5, APP: 5, RESULT: 5, ERROR: 4, BEAT: 2, SYNC: 3, CANCEL: 4}
+# An ERROR of the oldest layout has no outcome: it is read from its tool error's text (core/outcomes.py).
+_OUTCOME_OF_TEXT = {
+    outcomes.DISCONNECTED: DISCONNECTED,
+    outcomes.NOT_REGISTERED: NOT_REGISTERED,
+    outcomes.BUSY: BUSY,
+    outcomes.SHUTTING_DOWN: SHUTTING_DOWN,
+    outcomes.TOO_LARGE: TOO_LARGE,
+}
+_OUTCOME_OF_PREFIX = (
+    ("Unknown tool: ", UNKNOWN_TOOL),
+    (outcomes.too_large_between_instances(0).partition("(over")[0], TOO_LARGE),
+    (outcomes.timed_out(1).partition(" within")[0], TIMEOUT),
+)
 
 # The other side checked the register against its own limit already.
 _ANY_NUMBER = 1 << 30
@@ -70,6 +108,16 @@ class Bus(Protocol):
 
     def send(self, subject: str, message: tuple) -> None:
         """Send one message to a subject; the bus may batch what is sent in one loop turn."""
+
+
+def _outcome_of(text: object) -> int:
+    """The outcome of an ERROR from a release that did not send it, read from its tool error's text."""
+    if not isinstance(text, str):
+        return DISCONNECTED
+    for prefix, outcome in _OUTCOME_OF_PREFIX:
+        if text.startswith(prefix):
+            return outcome
+    return _OUTCOME_OF_TEXT.get(text, DISCONNECTED)
 
 
 def subject_id(client_id: str) -> str:
@@ -205,6 +253,10 @@ class Directory:
         self.max_kept = bridge.limits.max_remote_apps
         self.not_kept = 0  # times an app's tools were not kept for the bound (a metric)
         self._warn_at = -math.inf
+        # docs/scaling.md, Upgrades: instances that announced another WIRE_VERSION (ignored), and
+        # when a message too short for any release may be logged again.
+        self.incompatible: dict[str, object] = {}
+        self._malformed_warn_at = -math.inf
         self.connected = False
         self._beat_at = -math.inf
         self.now = 0.0
@@ -287,14 +339,17 @@ class Directory:
     def cancel_legacy(self, client_id: str, request_id: bytes, session: bytes | None) -> None:
         """A legacy notifications/cancelled that named no call waiting here: the instance holding it cancels it."""
         if self.connected:
-            self.bus.send(self.beat_subject, (CANCEL, client_id, bytes(request_id), session))
+            self.bus.send(self.beat_subject, (CANCEL, client_id, bytes(request_id), session, self.instance))
 
     def call_ended(self, call: object, outcome: int) -> None:
         """A call ended (the bridge tells each end): counted when it crossed instances (docs/operations.md)."""
         if type(call) is ForwardedCall:
             call.outcome = outcome  # its ERROR tells the agent's instance
             self.bridge.counters.served[outcome] += 1
-        elif type(getattr(call, "app", None)) is RemoteApp:
+        elif outcome != TOO_LARGE and type(getattr(call, "app", None)) is RemoteApp:
+            # A call over 4 MiB is refused by the bridge before it is sent, as for a local app:
+            # it never left this instance, so it is not forwarded. The only too_large of a
+            # forwarded call is the bus's refusal, counted where its ERROR is read (`receive`).
             self.bridge.counters.forwarded[outcome] += 1
 
     # -- the bus ------------------------------------------------------------------------------
@@ -313,7 +368,7 @@ class Directory:
         down is gone everywhere, and calls this instance dropped meanwhile fail at once.
         """
         self.seq += 1
-        self.bus.send(subject, (SYNC, self.instance, self.seq))
+        self.bus.send(subject, (SYNC, self.instance, self.seq, WIRE_VERSION))
         for client_id, (app, epoch) in list(self.local.items()):
             self._send_state(subject, client_id, app, epoch)
 
@@ -330,8 +385,16 @@ class Directory:
         """One message from the bus."""
         self.now = now
         self.bridge.counters.now = now  # when a result or a departure in it ends a call
-        kind = message[0]
+        size = len(message)
+        kind = message[0] if size else 0
+        if size != _LENGTH.get(kind, size):  # another release's layout (a kind unknown here: ignored below)
+            message = self._fitted(message, kind, now)
+            if message is None:
+                return
+        incompatible = self.incompatible
         if kind == APP:
+            if incompatible and message[1] in incompatible:
+                return
             self._on_app_message(message[1], message[2], message[3], message[4], now)
         elif kind == RESULT or kind == ERROR:
             app = self.bridge.apps.get(message[1])
@@ -346,16 +409,23 @@ class Directory:
                 result = msgspec.Raw(message[3])
                 self.bridge.complete(call, result, result_shape(result))
             else:
+                outcome = message[4]
                 self.bridge.calls.finish(call)
-                self.bridge._ended(call, message[4], now)
+                self.bridge._ended(call, outcome, now)
+                if outcome == TOO_LARGE:  # the call or its answer was too large for the bus
+                    self.bridge.counters.forwarded[TOO_LARGE] += 1
                 call.call_error(message[3])
         elif not self.connected:
             return  # read before the bus went down: what it says of other instances is stale
         elif kind == STATE:
+            if incompatible and message[3] in incompatible:
+                return
             self._on_state(message[1], message[2], message[3], message[4], message[5], message[6], now)
         elif kind == GONE:
             client_id, epoch, instance = message[1], message[2], message[3]
             if instance == self.instance or message[4] < self.floors.get(instance, 0):
+                return
+            if incompatible and instance in incompatible:
                 return
             # Its connection has ended: a STATE of it delivered after this (by another subject)
             # must not bring it back (docs/scaling.md, Ordering).
@@ -369,10 +439,16 @@ class Directory:
             if type(app) is RemoteApp and app.epoch == epoch and app.instance == instance:
                 self.bridge.detach(app)
         elif kind == CANCEL:
+            if incompatible and message[4] in incompatible:
+                return
             cancel_call(self.bridge, message[1], message[2], message[3])
         elif kind == BEAT or kind == SYNC:
             instance = message[1]
             if instance == self.instance:
+                return
+            version = message[2] if kind == BEAT else message[3]
+            if version != WIRE_VERSION or type(version) is not int:
+                self._incompatible(instance, version)
                 return
             known = instance in self.peers
             self.peers[instance] = now
@@ -399,6 +475,44 @@ class Directory:
                 subject = self.instance_subject(instance)
                 for client_id, (app, epoch) in list(self.local.items()):
                     self._send_state(subject, client_id, app, epoch)
+
+    def _fitted(self, message: list, kind: int, now: float) -> list | None:
+        """A message in another release's layout, as this one reads it; None when no release sends it so short."""
+        size = len(message)
+        if size > _LENGTH[kind]:
+            return message  # fields a newer release added at the end: ignored
+        if size < _OLDEST_LENGTH[kind]:
+            if now >= self._malformed_warn_at:  # a line a minute at most, whoever sends them
+                self._malformed_warn_at = now + 60.0
+                logger.warning(
+                    "cluster: a message of kind %d has %d fields, fewer than any release sends: dropped",
+                    kind,
+                    size,
+                )
+            return None
+        fitted = list(message)
+        if kind == ERROR:
+            fitted.append(_outcome_of(fitted[3]))
+        elif kind == BEAT or kind == SYNC:
+            fitted.append(1)  # no version: a release from before it was announced, of version 1
+        elif kind == CANCEL:
+            fitted.append(None)  # no sender: a release from before it was named, of version 1 too
+        return fitted
+
+    def _incompatible(self, instance: object, version: object) -> None:
+        """An instance announced another WIRE_VERSION: it is ignored from now on, with one warning."""
+        if instance in self.incompatible:
+            return
+        self.incompatible[instance] = version  # type: ignore[index]
+        logger.warning(
+            "cluster: instance %s speaks cluster wire version %r, this one %d: it is ignored and its apps "
+            "are not reachable from here; a cluster runs one wire version (docs/scaling.md, Upgrades)",
+            instance,
+            version,
+            WIRE_VERSION,
+        )
+        if instance in self.peers:
+            self._peer_gone(instance)  # type: ignore[arg-type]
 
     def _on_state(
         self,
@@ -511,7 +625,7 @@ class Directory:
             return
         if now >= self._beat_at:
             self._beat_at = now + BEAT_EVERY
-            self.bus.send(self.beat_subject, (BEAT, self.instance))
+            self.bus.send(self.beat_subject, (BEAT, self.instance, WIRE_VERSION))
         ended = self.ended
         while ended:
             client_id = next(iter(ended))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from clientmcp_fast.core.directory import Directory
+from clientmcp_fast.core.directory import WIRE_VERSION, Directory
 from clientmcp_fast.log import logger
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ class NatsCluster:
             await nc.subscribe(subject, cb=self._on_message)
         await nc.flush()
         self._refusal = None
-        logger.info("nats: joined the cluster as instance %s", self.instance)
+        logger.info("nats: joined the cluster as instance %s (wire version %d)", self.instance, WIRE_VERSION)
         if nc.max_payload < WANTED_PAYLOAD:
             logger.warning(
                 "nats: the server's max_payload is %d bytes: calls and results above it between "

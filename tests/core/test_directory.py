@@ -17,7 +17,16 @@ from fakes import NOW, RecordingStream, RecordingWaiter, connect, make_bridge, r
 from wire import Op
 
 from clientmcp_fast.core import outcomes
-from clientmcp_fast.core.directory import BEAT_EVERY, DEAD_AFTER, Directory, RemoteApp, subject_id
+from clientmcp_fast.core.counters import OUTCOMES, TOO_LARGE
+from clientmcp_fast.core.directory import (
+    BEAT_EVERY,
+    DEAD_AFTER,
+    WIRE_VERSION,
+    Directory,
+    RemoteApp,
+    subject_id,
+)
+from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
 QUIET = {"app_idle_timeout": 10_000, "app_soft_seconds": 10_000}
 DISCONNECTED = ("error", outcomes.DISCONNECTED)
@@ -443,3 +452,220 @@ def test_a_replaced_or_forgotten_remote_app_frees_its_place():
     assert list(b.apps["app-1"].toolset.tools) == ["two"] and b.directory.kept == 1
     b.directory.bus_down()
     assert b.directory.kept == 0 and "app-1" not in b.apps
+
+
+# -- docs/operations.md, Metrics: which calls count as forwarded -----------------------------------
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_a_call_over_4_mib_is_refused_where_the_agent_is_and_never_forwarded(where):
+    """Counted as a local too-large call is (started, then too_large), on the agent's instance only."""
+    network, bridges = cluster()
+    channel, link = online(network, bridges[0], "app-1", "echo")
+    agent = agent_side(bridges, where)
+    waiter = RecordingWaiter(False)
+    app = agent.apps["app-1"]
+    arguments = b'{"s":"' + b"x" * MAX_MESSAGE_BYTES + b'"}'
+    assert not agent.start_call(app, app.toolset.tools["echo"], arguments, waiter, NOW)
+    assert waiter.events == [("error", outcomes.TOO_LARGE)]
+    assert network.queue == []  # nothing left this instance
+    network.pump()
+    assert texts(link) == []
+    assert agent.counters.calls_started == 1 and agent.counters.outcomes()[TOO_LARGE] == 1
+    for bridge in bridges:
+        assert not any(bridge.counters.forwarded) and not any(bridge.counters.served)
+    assert bridges[1 - bridges.index(agent)].counters.calls_started == 0
+
+
+def test_calls_refused_before_they_are_sent_are_not_forwarded():
+    """Busy and shutting down, for an app held elsewhere: counted where the agent is, as for a local app."""
+    network, (a, b) = cluster(max_calls_per_app=1)
+    online(network, a, "app-1", "echo")
+    app = b.apps["app-1"]
+    first = RecordingWaiter(False)
+    assert b.start_call(app, app.toolset.tools["echo"], b"{}", first, NOW)  # in flight: the app's one
+    busy = RecordingWaiter(False)
+    assert not b.start_call(app, app.toolset.tools["echo"], b"{}", busy, NOW)
+    b.shutting_down = True
+    late = RecordingWaiter(False)
+    assert not b.start_call(app, app.toolset.tools["echo"], b"{}", late, NOW)
+    assert (busy.events, late.events) == ([("error", outcomes.BUSY)], [("error", outcomes.SHUTTING_DOWN)])
+    counted = b.counters.outcomes()
+    assert (counted[OUTCOMES.index("busy")], counted[OUTCOMES.index("shutting_down")]) == (1, 1)
+    assert not any(b.counters.forwarded)
+
+
+def test_a_call_the_bus_cannot_carry_is_a_forwarded_call_too_large():
+    """The bus refuses a call under 4 MiB for its size (a NATS max_payload below it): a forwarded call's outcome."""
+    network, (a, b) = cluster()
+    online(network, a, "app-1", "echo")
+    waiter = RecordingWaiter(False)
+    app = b.apps["app-1"]
+    assert b.start_call(app, app.toolset.tools["echo"], b'{"a":1}', waiter, NOW)
+    ((_, subject, payload),) = network.queue
+    network.queue.clear()
+    (message,) = msgspec.msgpack.decode(payload)
+    b.directory.undeliverable(subject, tuple(message), 10)
+    assert waiter.events == [("error", outcomes.too_large_between_instances(10))]
+    assert b.counters.forwarded[TOO_LARGE] == 1 and sum(b.counters.forwarded) == 1
+    assert b.counters.outcomes()[TOO_LARGE] == 1
+
+
+def test_past_the_bound_a_warning_is_logged_at_most_once_a_minute(captured_log):
+    stream = captured_log("text")
+    network, (a, b) = cluster(max_remote_apps=1)
+
+    def app_online_at(client_id, now):
+        channel, _ = connect(a, client_id)
+        register(channel, tool("one"), now=now)
+        network.pump(now)
+
+    def warnings():
+        return [line.split(" ", 1)[1] for line in stream.getvalue().splitlines() if "cluster:" in line]
+
+    line = (
+        "warn cluster: this instance keeps the tools of 1 apps held elsewhere (--max-remote-apps); "
+        "agents here get a tool error for the others"
+    )
+    app_online_at("app-1", NOW)  # kept
+    assert warnings() == []
+    app_online_at("app-2", NOW + 1)
+    assert warnings() == [line]
+    app_online_at("app-3", NOW + 60.5)  # within the minute of the first line: counted, not logged
+    assert warnings() == [line] and b.directory.not_kept == 2
+    app_online_at("app-4", NOW + 61)  # a minute after it
+    assert warnings() == [line, line] and b.directory.not_kept == 3
+    app_online_at("app-5", NOW + 120)
+    assert warnings() == [line, line] and b.directory.not_kept == 4
+
+
+# -- docs/scaling.md, Upgrades: other releases' layouts, another wire version ---------------------------
+
+
+OLD_ERRORS = [
+    (outcomes.DISCONNECTED, "disconnected"),
+    (outcomes.NOT_REGISTERED, "not_registered"),
+    ("Unknown tool: echo", "unknown_tool"),
+    (outcomes.BUSY, "busy"),
+    (outcomes.SHUTTING_DOWN, "shutting_down"),
+    (outcomes.TOO_LARGE, "too_large"),
+    (outcomes.too_large_between_instances(1_048_576), "too_large"),
+    (outcomes.timed_out(30), "timeout"),
+    ("A text no release sends", "disconnected"),
+]
+
+
+@pytest.mark.parametrize(("text", "outcome"), OLD_ERRORS)
+def test_an_error_in_the_previous_layout_ends_the_call_with_the_outcome_its_text_says(text, outcome):
+    """The previous release sent (ERROR, client_id, call_id, text), without the outcome (added by
+    commit 817076c): the call ends with its text, counted by it."""
+    network, (a, b) = cluster()
+    online(network, a, "app-1", "echo")
+    waiter = RecordingWaiter(False)
+    app = b.apps["app-1"]
+    assert b.start_call(app, app.toolset.tools["echo"], b'{"a":1}', waiter, NOW)
+    ((_, subject, payload),) = network.queue
+    network.queue.clear()  # a never sees it: an instance of the previous release answers
+    call_id = msgspec.json.decode(msgspec.msgpack.decode(payload)[0][4])["id"]
+    old_error = [5, "app-1", call_id, text]
+    network.queue.append((None, b.directory.instance_subject("i1"), msgspec.msgpack.encode([old_error])))
+    network.pump()
+    assert waiter.events == [("error", text)]
+    index = OUTCOMES.index(outcome)
+    assert (
+        b.counters.outcomes()[index] == 1
+        and b.counters.forwarded[index] == 1
+        and sum(b.counters.forwarded) == 1
+    )
+    assert len(b.calls) == 0 and b.apps["app-1"].calls == {}
+
+
+def test_a_heartbeat_and_sync_without_a_wire_version_are_version_1s_and_its_states_are_applied():
+    network, (a,) = cluster(1)
+    a.directory.receive([7, "old", 1], NOW)  # (SYNC, instance, seq): no wire version
+    a.directory.receive(
+        [1, "app-1", 1, "old", b'[{"name":"one","inputSchema":{"type":"object"}}]', None, 2], NOW
+    )
+    a.directory.receive([6, "old"], NOW + 1)  # (BEAT, instance)
+    assert a.directory.peers == {"old": NOW + 1} and not a.directory.incompatible
+    assert list(a.apps["app-1"].toolset.tools) == ["one"]
+    a.directory.on_timer(NOW + 1 + DEAD_AFTER)  # still heard from: kept
+    assert "app-1" in a.apps
+
+
+def test_fields_a_newer_release_added_at_the_end_are_ignored_and_so_are_unknown_kinds():
+    network, (a,) = cluster(1)
+    tools = b'[{"name":"one","inputSchema":{"type":"object"}}]'
+    a.directory.receive([7, "new", 1, 1, "later"], NOW)
+    a.directory.receive([1, "app-1", 1, "new", tools, None, 2, {"later": True}], NOW)
+    a.directory.receive([6, "new", 1, "later"], NOW)
+    a.directory.receive([99, "a kind of a later release"], NOW)
+    a.directory.receive([], NOW)
+    assert list(a.apps["app-1"].toolset.tools) == ["one"] and "new" in a.directory.peers
+    a.directory.receive([2, "app-1", 1, "new", 3, "later"], NOW)  # GONE
+    assert "app-1" not in a.apps
+
+
+def test_a_message_shorter_than_any_release_sends_is_dropped_with_a_line_a_minute(captured_log):
+    stream = captured_log("text")
+    network, (a,) = cluster(1)
+    a.directory.receive([1, "app-1", 1, "x"], NOW)  # a STATE without its tools, instructions, seq
+    a.directory.receive([2, "app-1"], NOW + 30)
+    assert "app-1" not in a.apps and not a.directory.peers
+    lines = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines()]
+    assert lines == ["warn cluster: a message of kind 1 has 4 fields, fewer than any release sends: dropped"]
+    a.directory.receive([2, "app-1"], NOW + 60)
+    assert (
+        stream.getvalue()
+        .splitlines()[-1]
+        .endswith("a message of kind 2 has 2 fields, fewer than any release sends: dropped")
+    )
+
+
+@pytest.mark.parametrize("announce", ["beat", "sync"])
+def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(captured_log, announce):
+    stream = captured_log("text")
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "echo")
+    a.directory.receive([6, "future", 2] if announce == "beat" else [7, "future", 1, 2], NOW)
+    tools = b'[{"name":"two","inputSchema":{"type":"object"}}]'
+    # Its claim on app-1, with a higher epoch: applied, it would close a's app with 4409.
+    a.directory.receive([1, "app-1", 99, "future", tools, None, 2], NOW)
+    a.directory.receive([1, "app-2", 1, "future", tools, None, 3], NOW)
+    a.directory.receive([6, "future", 2], NOW + 1)
+    a.directory.receive(
+        [
+            3,
+            "future",
+            "app-1",
+            a.directory.local["app-1"][1],
+            b'{"type":"call","id":"1","name":"echo","arguments":{}}',
+        ],
+        NOW,
+    )
+    a.directory.receive([8, "app-1", b"1", None, "future"], NOW)
+    lines = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines() if "cluster:" in line]
+    assert lines == [
+        "warn cluster: instance future speaks cluster wire version 2, this one 1: it is ignored and its apps "
+        "are not reachable from here; a cluster runs one wire version (docs/scaling.md, Upgrades)"
+    ]
+    assert link.close() is None and a.apps["app-1"] is channel and "app-2" not in a.apps
+    assert texts(link) == [] and not a.directory.forwarded
+    assert "future" not in a.directory.peers and a.directory.incompatible == {"future": 2}
+    network.pump()
+    assert list(b.apps["app-1"].toolset.tools) == ["echo"]  # a goes on with the instances of its version
+
+
+def test_every_message_sent_announces_this_wire_version_where_it_is_read():
+    network, (a,) = cluster(1)
+    sent = []
+    a.directory.bus = type("Bus", (), {"send": lambda self, subject, message: sent.append(message)})()
+    a.directory.bus_down()
+    a.directory.bus_up(NOW)
+    a.directory.on_timer(NOW + BEAT_EVERY)
+    a.directory.cancel_legacy("app-1", b"7", None)
+    assert [m for m in sent if m[0] in (6, 7, 8)] == [
+        (7, "i0", a.directory.seq, WIRE_VERSION),
+        (6, "i0", WIRE_VERSION),
+        (8, "app-1", b"7", None, "i0"),
+    ]

@@ -3,25 +3,33 @@
 A real `nats-server` with JetStream, bridge instances with `--state nats` sharing it, the real
 `clientmcp revoke` and `clientmcp token` in subprocesses, `websockets` apps and the official
 `mcp` SDK as agent (ClientMCP v1 §2): a revoke closes the app with 4401 on whichever instance
-holds it and makes the old agent tokens 401 on every instance, within a second; a restarted
-instance still refuses revoked tokens; NATS unavailable at start stops `serve`; NATS lost and
-back, an instance catches up with the raises it missed.
+holds it and makes the old agent tokens 401 on every instance (and every worker of `serve
+--workers`), within a second; a restarted instance still refuses revoked tokens; NATS
+unavailable at start stops `serve`; NATS lost and back, an instance catches up with the raises
+it missed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from typing import Any
 
+import psutil
 import pytest
 import test_cluster
 import test_revocation
 from agents import WAIT
-from test_cluster import NatsServer, _free_port, sees
+from conftest import make_token
+from test_cluster import NatsServer, ServeProcess, _free_port, _free_ports, _serve_env, accepting, sees
 from test_revocation import (
     PROMPTLY,
     assert_one_line_error,
@@ -165,6 +173,123 @@ async def test_token_and_revoke_take_the_store_and_nats_as_flags(nats_server):
     assert await revoke(nats_server.url, "client", "flag") == 2
 
 
+# -- docs/scaling.md, Workers: one host's workers share the bucket ----------------------------------
+
+
+def worker_samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A worker's metrics (docs/operations.md, Workers): (name, sorted labels) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=WAIT) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+async def on_every_worker(
+    metrics: int, counted: tuple[str, tuple[tuple[str, str], ...]], attempt: Any, timeout: float = WAIT
+) -> None:
+    """Repeat `attempt()` (each a new connection, which the kernel gives to either worker) until both counted one."""
+    before = [(await asyncio.to_thread(worker_samples, metrics + k)).get(counted, 0) for k in (0, 1)]
+    give_up = time.monotonic() + timeout
+    while True:
+        await attempt()
+        now = [(await asyncio.to_thread(worker_samples, metrics + k)).get(counted, 0) for k in (0, 1)]
+        if min(after - first for after, first in zip(now, before, strict=True)) > 0:
+            return
+        assert time.monotonic() < give_up, (
+            f"the kernel did not give both workers a connection: {before} -> {now}"
+        )
+
+
+async def test_a_revoke_counts_on_every_worker_of_serve_workers_with_state_nats(nats_server):
+    """`serve --workers 2 --state nats`: each worker follows the bucket; the revoked tokens are refused on both."""
+    port, metrics = _free_port(), _free_ports(2)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "2", "--nats", nats_server.url],
+        env=_serve_env(
+            CLIENTMCP_PORT=str(port), CLIENTMCP_METRICS=f"127.0.0.1:{metrics}", CLIENTMCP_STATE=STATE
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its workers too are ended by the finally below
+    )
+    try:
+        for each in (port, metrics, metrics + 1):  # both workers up, each having read the bucket
+            await accepting(each, serve)
+        target = ServeProcess.__new__(ServeProcess)
+        target.port = port
+        old_agent = make_token("agent", "app-0")  # no gen claim: generation 0
+        apps: dict[str, Any] = {}
+        online = [0, 0]
+        while min(online) == 0:  # each app a new connection: until both workers hold some
+            assert len(apps) < 40
+            client_id = f"app-{len(apps)}"
+            apps[client_id] = await connect_app(target, make_token("client", client_id))
+            samples = [await asyncio.to_thread(worker_samples, metrics + k) for k in (0, 1)]
+            online = [int(each[("clientmcp_apps_online", ())]) for each in samples]
+
+        async def accepted() -> None:
+            assert await status_of(target, old_agent) == (200, "ok")
+
+        ok = ("clientmcp_http_responses_total", (("status", "200"),))
+        await on_every_worker(metrics, ok, accepted)  # in each worker's verifier cache now
+
+        for client_id, ws in apps.items():  # on either worker: closed with 4401 where it is
+            assert await revoke(nats_server.url, "client", client_id) == 1
+            code, reason, took = await closed_within(ws, PROMPTLY)
+            assert (code, reason) == (4401, REVOKED_REASON), client_id
+        assert await revoke(nats_server.url, "agent", "app-0") == 1
+        revoked = time.monotonic()
+
+        async def refused() -> None:
+            answer = await status_of(target, old_agent)
+            if answer != (200, "ok") or time.monotonic() - revoked > PROMPTLY:
+                assert answer == (401, "Unauthorized: token revoked: gen 0, the current generation is 1")
+
+        unauthorized = ("clientmcp_http_responses_total", (("status", "401"),))
+        await on_every_worker(metrics, unauthorized, refused)
+
+        async def app_refused() -> None:
+            refusal = (4401, "token revoked: gen 0, the current generation is 1")
+            assert await refused_app(target, make_token("client", "app-0")) == refusal
+
+        await on_every_worker(
+            metrics, ("clientmcp_app_connections_closed_total", (("code", "4401"),)), app_refused
+        )
+        new_agent, generation = await token(nats_server.url, "agent", "app-0")
+        assert generation == 1
+
+        async def new_accepted() -> None:
+            assert await status_of(target, new_agent) == (200, "ok")
+
+        await on_every_worker(metrics, ok, new_accepted)
+
+        # A worker started again by the first process reads the bucket before it serves.
+        workers = psutil.Process(serve.pid).children()
+        workers[1].kill()
+        give_up = time.monotonic() + WAIT
+        while workers[1].pid in {child.pid for child in psutil.Process(serve.pid).children()}:
+            assert time.monotonic() < give_up
+            await asyncio.sleep(0.05)
+        for each in (metrics, metrics + 1):
+            await accepting(each, serve)
+
+        async def still_refused() -> None:
+            assert (await status_of(target, old_agent))[0] == 401
+
+        await on_every_worker(metrics, unauthorized, still_refused)
+        serve.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(serve.wait, 15) == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait(5)
+
+
 # -- failures ------------------------------------------------------------------------------------------
 
 
@@ -173,7 +298,13 @@ async def test_serve_and_revoke_refuse_nats_without_jetstream_or_unreachable():
     plain = NatsServer(jetstream=False)
     await asyncio.to_thread(plain.start)
     try:
-        for command in (("serve", "--port", "0"), ("revoke", "client", "x"), ("token", "client", "x")):
+        for command in (
+            ("serve", "--port", "0"),
+            ("serve", "--port", "0", "--workers", "1"),
+            ("serve", "--port", "0", "--workers", "2"),  # the first process checks, before any worker
+            ("revoke", "client", "x"),
+            ("token", "client", "x"),
+        ):
             result = await cli(plain.url, *command)
             assert (
                 f"NATS at {plain.url} has no JetStream: start nats-server with -js"
