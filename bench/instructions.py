@@ -140,6 +140,27 @@ def connected_app(
     return app_transport, link, channel
 
 
+def configure_log() -> None:
+    """`--log`: the log configured before any bridge is made, since a bridge reads once whether calls are logged."""
+    level = os.environ.get(_LOG_ENV)
+    if level:
+        from clientmcp_fast import log
+
+        log.configure(level, open(os.devnull, "w"))  # noqa: SIM115 - for the process's life
+
+
+def observed(server: Server, generations: int) -> Server:
+    """A bridge just made, with `--metrics` and `--generations` (token generations for that many other IDs) applied."""
+    if os.environ.get(_METRICS_ENV):
+        from clientmcp_fast.metrics import registry_for
+
+        registry_for(server)  # read at scrape time only: a scrape is not part of a call
+    if generations:
+        raised = {f"other-{n}": 1 for n in range(generations)}
+        server.verifier.generations = {"client": dict(raised), "agent": dict(raised)}
+    return server
+
+
 def round_trip(era: str, stub_calls: int = 0, generations: int = 0, agents: int = 1) -> Callable[[], bytes]:
     """A bridge with one app online, and a function making one tools/call (or ping) through it: the answer.
 
@@ -150,22 +171,14 @@ def round_trip(era: str, stub_calls: int = 0, generations: int = 0, agents: int 
     """
     if era == "minimal":
         return minimal_round_trip(stub_calls)
+    configure_log()
     if era == "forwarded" or agents > 1:
-        return turn_round_trip(era, agents, stub_calls)
+        return turn_round_trip(era, agents, stub_calls, generations)
     loop = StepLoop()
-    level = os.environ.get(_LOG_ENV)
-    if level:  # before the bridge is made: it reads whether calls are logged once
-        from clientmcp_fast import log
-
-        log.configure(level, open(os.devnull, "w"))  # noqa: SIM115 - for the process's life
-    server = Server(Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0), loop)
-    if os.environ.get(_METRICS_ENV):
-        from clientmcp_fast.metrics import registry_for
-
-        registry_for(server)  # read at scrape time only: a scrape is not part of a call
-    if generations:
-        raised = {f"other-{n}": 1 for n in range(generations)}
-        server.verifier.generations = {"client": dict(raised), "agent": dict(raised)}
+    server = observed(
+        Server(Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0), loop),
+        generations,
+    )
     now = time.time()
     app_transport, link, channel = connected_app(server, loop, now)
     loop.run_ready()
@@ -297,7 +310,7 @@ def joined(loop: StepLoop, count: int) -> tuple[list[Server], Callable[[], None]
 CALL_IDS = re.compile(rb'"type":"call","id":"([^"]+)"')
 
 
-def turn_round_trip(era: str, agents: int, stub_calls: int = 0) -> Callable[[], bytes]:
+def turn_round_trip(era: str, agents: int, stub_calls: int = 0, generations: int = 0) -> Callable[[], bytes]:
     """`round_trip` for `agents` legacy calls in one loop turn, each from its own agent connection.
 
     `era` "legacy": app and agents on one bridge. "forwarded": the agents on one instance (B)
@@ -308,9 +321,11 @@ def turn_round_trip(era: str, agents: int, stub_calls: int = 0) -> Callable[[], 
     loop = StepLoop()
     if era == "forwarded":
         (app_side, agent_side), end_turn = joined(loop, 2)
+        observed(app_side, generations)
+        observed(agent_side, generations)
     else:
         settings = Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0)
-        app_side = agent_side = Server(settings, loop)
+        app_side = agent_side = observed(Server(settings, loop), generations)
         end_turn = loop.run_ready
     now = time.time()
     app_transport, _, channel = connected_app(app_side, loop, now)

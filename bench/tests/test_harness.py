@@ -44,6 +44,33 @@ def test_the_counting_harness_makes_real_calls_from_several_agents_and_across_in
         assert body == b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]}}'
 
 
+@pytest.mark.parametrize(("era", "agents"), [("legacy", 1), ("legacy", 3), ("forwarded", 3)])
+def test_every_harness_writes_a_line_per_call_at_log_info(era, agents, monkeypatch, tmp_path):
+    # `--log info` must count the call lines whatever the harness: with several agents per turn
+    # and across instances too (there, the agents' instance alone writes a call's line).
+    from clientmcp_fast import log
+
+    saved = (
+        list(log.logger.handlers),
+        log.logger.level,
+        log.logger.propagate,
+        log.debug_enabled,
+        log._writer,
+    )
+    written = tmp_path / "log"
+    monkeypatch.setenv(instructions._LOG_ENV, "info")
+    monkeypatch.setattr(instructions.os, "devnull", str(written))  # where configure_log writes
+    try:
+        one = instructions.round_trip(era, agents=agents)
+        for _ in range(2):
+            one()
+    finally:
+        log.logger.handlers[:], log.logger.level, log.logger.propagate, log.debug_enabled, log._writer = saved
+    lines = [line for line in written.read_text().splitlines() if " info call " in line]
+    assert len(lines) == 2 * agents, lines
+    assert all(" tool=echo " in line and " outcome=result " in line for line in lines), lines
+
+
 def test_joined_instances_know_each_other_through_the_in_memory_nats():
     loop = instructions.StepLoop()
     (a, b), end_turn = instructions.joined(loop, 2)
