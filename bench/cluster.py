@@ -5,7 +5,10 @@ instances, A and B (`clientmcp serve --nats URL`), with the compiled app of benc
 A, and measures with the load of `python -m bench` (wrk, legacy `tools/call` of `echo`):
 - `local`: wrk on A (app and agents on the same instance);
 - `forwarded`: wrk on B, so that every call goes B -> NATS -> A -> app and back;
-- the same two with one agent (`local_1`, `forwarded_1`): the path's own latency, not queueing.
+- the same two with one agent (`local_1`, `forwarded_1`): the path's own latency, not queueing;
+- the same two with 64 agents that each pause PACE_MS before every call (`local_paced`,
+  `forwarded_paced`): both at about the same calls/s, below what either can answer, so that
+  their latencies compare the paths at one load rather than two saturated cores.
 A, B and their nats-server are pinned to one CPU, wrk and the app to the other, as in
 `python -m bench`. CPU per call is both instances' user + system CPU over the measured run
 (for `local` too, where B only sends heartbeats) divided by the calls answered; the
@@ -73,7 +76,10 @@ SCRIPT = "legacy.lua"
 CPU_RATIO_TARGET = 3.0
 ADDED_P99_TARGET_MS = 2.0
 READY_SECONDS = 30.0
-LOADS = ("local", "forwarded", "forwarded_1", "local_1", "one", "workers_2")
+LOADS = ("local", "forwarded", "forwarded_1", "local_1", "local_paced", "forwarded_paced", "one", "workers_2")
+# The paced loads' pause before each call: 64 agents then offer at most 64 / 4 ms = 16k calls/s,
+# about half of what the forwarded load answers on this project's machine.
+PACE_MS = 4
 # Fresh connections in a row that must all be answered before `--workers 2` is measured: the
 # kernel spreads them over both workers, so each has then heard of the app (1 - 2**-19).
 READY_IN_A_ROW = 20
@@ -108,6 +114,7 @@ class Target:
     app: psutil.Process
     cpus: tuple[list[int], list[int]]  # (servers, load); ([], []) for unpinned
     connections: int = 64
+    delay_ms: int = 0  # each agent's pause before a call (the paced loads)
     rounds: list[dict] = field(default_factory=list)
 
 
@@ -163,14 +170,16 @@ def wait_answering(server: Server, in_a_row: int, what: str) -> None:
 def measured_run(fleet: Fleet, target: Target, plan: Plan) -> dict:
     """A checked warm-up, then the measured run; its figures."""
     server_cpus, load_cpus = target.cpus
-    run_wrk(target.server, SCRIPT, plan.warmup, True, load_cpus, target.connections)
+    run_wrk(target.server, SCRIPT, plan.warmup, True, load_cpus, target.connections, target.delay_ms)
     ours_before = fleet.cpu_seconds()
     stat_before = proc_stat()
     bridges_before = {name: tree_times(process) for name, process in target.bridges.items()}
     nats_before = tree_times(target.nats.process)[0] if target.nats else 0.0
     messages_before = target.nats.messages() if target.nats else 0
     app_before = tree_times(target.app)[0]
-    summary = run_wrk(target.server, SCRIPT, plan.seconds, False, load_cpus, target.connections)
+    summary = run_wrk(
+        target.server, SCRIPT, plan.seconds, False, load_cpus, target.connections, target.delay_ms
+    )
     bridges_after = {name: tree_times(process) for name, process in target.bridges.items()}
     nats_cpu = (tree_times(target.nats.process)[0] - nats_before) if target.nats else 0.0
     messages = (target.nats.messages() - messages_before) if target.nats else 0
@@ -248,6 +257,8 @@ def start_targets(fleet: Fleet, secret: str, progress: Progress) -> dict[str, Ta
         Target("forwarded", forwarded, pair, nats, a.app, pinned),
         Target("forwarded_1", forwarded, pair, nats, a.app, pinned, connections=1),
         Target("local_1", a, pair, nats, a.app, pinned, connections=1),
+        Target("local_paced", a, pair, nats, a.app, pinned, delay_ms=PACE_MS),
+        Target("forwarded_paced", forwarded, pair, nats, a.app, pinned, delay_ms=PACE_MS),
         Target("one", one, {"one": one.process}, None, one.app, unpinned),
         Target("workers_2", workers, {"workers": workers.process}, workers_nats, workers.app, unpinned),
     ]
@@ -267,6 +278,7 @@ def ratios(load: dict[str, list[dict]]) -> dict:
         return statistics.median(figure(base, other) for base, other in zip(load[pair[0]], load[pair[1]]))
 
     both, one_agent, processes = ("local", "forwarded"), ("local_1", "forwarded_1"), ("one", "workers_2")
+    paced = ("local_paced", "forwarded_paced")
     comparisons = {
         "forwarded_cpu_ratio": (both, lambda lo, f: f["cpu_us_per_call"] / lo["cpu_us_per_call"]),
         "forwarded_cpu_ratio_with_nats": (
@@ -282,6 +294,9 @@ def ratios(load: dict[str, list[dict]]) -> dict:
         "forwarded_calls_ratio": (both, lambda lo, f: f["calls_per_s"] / lo["calls_per_s"]),
         "added_p50_ms_one_agent": (one_agent, lambda lo, f: f["p50_ms"] - lo["p50_ms"]),
         "added_p99_ms_one_agent": (one_agent, lambda lo, f: f["p99_ms"] - lo["p99_ms"]),
+        "added_p50_ms_paced": (paced, lambda lo, f: f["p50_ms"] - lo["p50_ms"]),
+        "added_p99_ms_paced": (paced, lambda lo, f: f["p99_ms"] - lo["p99_ms"]),
+        "paced_calls_ratio": (paced, lambda lo, f: f["calls_per_s"] / lo["calls_per_s"]),
         "workers_calls_ratio": (processes, lambda o, w: w["calls_per_s"] / o["calls_per_s"]),
         "workers_cpu_ratio": (processes, lambda o, w: w["cpu_us_per_call"] / o["cpu_us_per_call"]),
     }
@@ -387,6 +402,12 @@ def table(results: dict) -> str:
         lines.append(
             f"forwarded - local, 1 agent: p50 {ratio['added_p50_ms_one_agent']:+.3f} ms, "
             f"p99 {ratio['added_p99_ms_one_agent']:+.3f} ms"
+        )
+    if "added_p99_ms_paced" in ratio:
+        lines.append(
+            f"forwarded - local, 64 agents paced ({PACE_MS} ms before each call, calls/s "
+            f"{ratio['paced_calls_ratio']:.2f}x): p50 {ratio['added_p50_ms_paced']:+.3f} ms, "
+            f"p99 {ratio['added_p99_ms_paced']:+.3f} ms"
         )
     if "workers_calls_ratio" in ratio:
         lines.append(

@@ -440,9 +440,15 @@ def check_calls(server: Server, modern_too: bool) -> None:
 
 
 def run_wrk(
-    server: Server, script: str, seconds: float, check: bool, cpus: list[int], connections: int = AGENTS
+    server: Server,
+    script: str,
+    seconds: float,
+    check: bool,
+    cpus: list[int],
+    connections: int = AGENTS,
+    delay_ms: int = 0,
 ) -> dict:
-    """One wrk run against `server` with `connections` agents; its JSON summary plus wrk's own CPU seconds."""
+    """One wrk run against `server` with `connections` agents, each pausing `delay_ms` before a call: its figures."""
     if shutil.which("wrk") is None:
         raise BenchError(
             "wrk is not installed: apt-get install -y wrk (Debian/Ubuntu), or build it from source"
@@ -461,6 +467,7 @@ def run_wrk(
     argv.append(f"http://{HOST}:{server.port}/mcp")
     env = dict(os.environ, BENCH_TOKEN=server.token, BENCH_SESSION=server.session, BENCH_WRK_DIR=str(WRK_DIR))
     env["BENCH_CHECK"] = "1" if check else "0"
+    env["BENCH_DELAY_MS"] = str(delay_ms)
     argv, preexec = pinned(argv, cpus)
     process = subprocess.Popen(
         argv,

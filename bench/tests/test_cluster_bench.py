@@ -44,6 +44,8 @@ def test_each_ratio_is_the_median_of_the_rounds_own():
         ],
         "local_1": [figures(20, 9_000, 0.2)] * 3,
         "forwarded_1": [figures(60, 3_000, 0.5)] * 3,
+        "local_paced": [figures(15, 16_000, 0.8)] * 3,
+        "forwarded_paced": [figures(30, 15_200, 1.5)] * 3,
         "one": [figures(12, 60_000, 2.0)] * 3,
         "workers_2": [figures(30, 45_000, 3.0)] * 3,
     }
@@ -53,6 +55,8 @@ def test_each_ratio_is_the_median_of_the_rounds_own():
     assert ratios["forwarded_cpu_ratio_with_nats"] == pytest.approx(4.0)  # (32 + 8) / 10
     assert ratios["added_p99_ms"] == pytest.approx(2.5)
     assert ratios["added_p99_ms_one_agent"] == pytest.approx(0.3)
+    assert ratios["added_p99_ms_paced"] == pytest.approx(0.7)
+    assert ratios["paced_calls_ratio"] == pytest.approx(0.95)
     assert ratios["workers_calls_ratio"] == pytest.approx(0.75)
     results = {
         "load": {
@@ -65,13 +69,23 @@ def test_each_ratio_is_the_median_of_the_rounds_own():
     table = cluster.table(results)
     assert "both instances: 3.20 (target at most 3: NO)" in table
     assert "p99 +2.50 ms (target at most +2 ms: NO)" in table
+    assert "64 agents paced (4 ms before each call, calls/s 0.95x): p50 +0.350 ms, p99 +0.700 ms" in table
 
 
 def test_a_short_run_forwards_through_nats_and_runs_two_workers(tmp_path):
     plan = dataclasses.replace(run.QUICK, seconds=1, warmup=1, rounds=1)
     results = cluster.run(plan, run.Progress())
     load = results["load"]
-    assert set(load) == {"local", "forwarded", "forwarded_1", "local_1", "one", "workers_2"}
+    assert set(load) == {
+        "local",
+        "forwarded",
+        "forwarded_1",
+        "local_1",
+        "local_paced",
+        "forwarded_paced",
+        "one",
+        "workers_2",
+    }
     for name, figures_ in load.items():
         assert figures_["median"]["calls"] > 0, name
     local, forwarded = load["local"]["rounds"][0], load["forwarded"]["rounds"][0]
@@ -79,6 +93,8 @@ def test_a_short_run_forwards_through_nats_and_runs_two_workers(tmp_path):
     assert forwarded["instance_us_per_call"]["b"] > 3 * local["instance_us_per_call"]["b"]
     assert forwarded["instance_us_per_call"]["a"] > 0
     assert forwarded["nats_us_per_call"] > 3 * local["nats_us_per_call"]
+    # The paced loads pause: they answer fewer calls per second than the unpaced ones.
+    assert load["local_paced"]["rounds"][0]["calls_per_s"] < load["local"]["rounds"][0]["calls_per_s"]
     assert load["workers_2"]["rounds"][0]["nats_us_per_call"] > 0  # half its agents reach the other worker
     assert 0 < results["ratios"]["forwarded_cpu_ratio"] < 100
     paths = cluster.save(results, tmp_path)

@@ -1,6 +1,7 @@
 -- Shared by legacy.lua and modern.lua: the headers every tools/call carries, the optional
 -- answer check, and one JSON line of results for bench/run.py.
--- Environment: BENCH_TOKEN (agent token), BENCH_CHECK=1 to check every answer's status and body.
+-- Environment: BENCH_TOKEN (agent token), BENCH_CHECK=1 to check every answer's status and body,
+-- BENCH_DELAY_MS=N to pause N ms before each request (a paced load, below its maximum rate).
 
 local M = {}
 
@@ -16,6 +17,15 @@ function M.request(body, headers)
 end
 
 local threads = {}
+
+-- wrk waits delay() milliseconds before sending each request when the function is defined;
+-- its latency figures count from the send, so the pause is not in them.
+local delay_ms = tonumber(os.getenv("BENCH_DELAY_MS") or "0")
+if delay_ms > 0 then
+  function delay()
+    return delay_ms
+  end
+end
 
 function setup(thread)
   table.insert(threads, thread)
