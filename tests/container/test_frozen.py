@@ -185,6 +185,15 @@ def test_the_image_is_one_process_and_the_single_file_leaves_none_behind(frozen,
     assert not [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
 
 
+async def tools_arrive(client: Any, over: str = "") -> None:
+    """Wait (20 s at most) for an agent's instance to hear of the app held by the other instance."""
+    give_up = time.monotonic() + 20
+    # The caller hears of the app within a NATS round trip of its joining.
+    while not (await client.list_tools()).tools:
+        assert time.monotonic() < give_up, "the app never reached the other instance" + over
+        await asyncio.sleep(0.1)
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", MODERN])
 async def test_two_instances_joined_through_nats_carry_a_call_between_them(frozen, mode):
@@ -205,11 +214,7 @@ async def test_two_instances_joined_through_nats_carry_a_call_between_them(froze
         caller.wait_listening()
         async with websocket_app(holder, "my-app", slow_seconds=SLOW_SECONDS):
             async with sdk_agent(caller, "my-app", mode) as client:
-                give_up = time.monotonic() + 20
-                # The caller hears of the app within a NATS round trip of its joining.
-                while not (await client.list_tools()).tools:
-                    assert time.monotonic() < give_up, "the app never reached the other instance"
-                    await asyncio.sleep(0.1)
+                await tools_arrive(client)
                 assert [tool.name for tool in (await client.list_tools()).tools] == ["echo", "slow"]
                 assert text_of(await client.call_tool("echo", {"n": 1})) == 'echo: {"n": 1}'
                 assert text_of(await client.call_tool("slow", {"n": 2})) == 'slow: {"n": 2}'
@@ -254,10 +259,7 @@ async def test_the_single_file_joins_a_tls_nats_with_the_ca_bundle_it_is_named(s
         holder.wait_listening()
         caller.wait_listening()
         async with websocket_app(holder, "my-app"), sdk_agent(caller, "my-app", "legacy") as client:
-            give_up = time.monotonic() + 20
-            while not (await client.list_tools()).tools:
-                assert time.monotonic() < give_up, "the app never reached the other instance over TLS"
-                await asyncio.sleep(0.1)
+            await tools_arrive(client, " over TLS")
             assert text_of(await client.call_tool("echo", {"n": 1})) == 'echo: {"n": 1}'
     finally:
         for instance in instances:
@@ -295,10 +297,7 @@ async def test_two_instances_join_an_account_secured_nats_with_creds_files(froze
             for instance in instances:
                 instance.wait_listening()
             async with websocket_app(holder, "my-app"), sdk_agent(caller, "my-app", "legacy") as client:
-                give_up = time.monotonic() + 20
-                while not (await client.list_tools()).tools:
-                    assert time.monotonic() < give_up, "the app never reached the other instance"
-                    await asyncio.sleep(0.1)
+                await tools_arrive(client)
                 assert text_of(await client.call_tool("echo", {"n": 1})) == 'echo: {"n": 1}'
                 assert text_of(await client.call_tool("slow", {"n": 2})) == 'slow: {"n": 2}'
             assert caller.stop() == 0 and holder.stop() == 0

@@ -495,8 +495,8 @@ def test_calls_refused_before_they_are_sent_are_not_forwarded():
     assert not any(b.counters.forwarded)
 
 
-def test_a_call_the_bus_cannot_carry_is_a_forwarded_call_too_large():
-    """The bus refuses a call under 4 MiB for its size (a NATS max_payload below it): a forwarded call's outcome."""
+def intercepted_call():
+    """B's call for A's app, taken off the bus before A sees it: network, B, waiter, subject, message."""
     network, (a, b) = cluster()
     online(network, a, "app-1", "echo")
     waiter = RecordingWaiter(False)
@@ -505,6 +505,12 @@ def test_a_call_the_bus_cannot_carry_is_a_forwarded_call_too_large():
     ((_, subject, payload),) = network.queue
     network.queue.clear()
     (message,) = msgspec.msgpack.decode(payload)
+    return network, b, waiter, subject, message
+
+
+def test_a_call_the_bus_cannot_carry_is_a_forwarded_call_too_large():
+    """The bus refuses a call under 4 MiB for its size (a NATS max_payload below it): a forwarded call's outcome."""
+    _, b, waiter, subject, message = intercepted_call()
     b.directory.undeliverable(subject, tuple(message), 10)
     assert waiter.events == [("error", outcomes.too_large_between_instances(10))]
     assert b.counters.forwarded[TOO_LARGE] == 1 and sum(b.counters.forwarded) == 1
@@ -559,14 +565,8 @@ OLD_ERRORS = [
 def test_an_error_in_the_previous_layout_ends_the_call_with_the_outcome_its_text_says(text, outcome):
     """The previous release sent (ERROR, client_id, call_id, text), without the outcome (added by
     commit 817076c): the call ends with its text, counted by it."""
-    network, (a, b) = cluster()
-    online(network, a, "app-1", "echo")
-    waiter = RecordingWaiter(False)
-    app = b.apps["app-1"]
-    assert b.start_call(app, app.toolset.tools["echo"], b'{"a":1}', waiter, NOW)
-    ((_, subject, payload),) = network.queue
-    network.queue.clear()  # a never sees it: an instance of the previous release answers
-    call_id = msgspec.json.decode(msgspec.msgpack.decode(payload)[0][4])["id"]
+    network, b, waiter, _, message = intercepted_call()  # an instance of the previous release answers
+    call_id = msgspec.json.decode(message[4])["id"]
     old_error = [5, "app-1", call_id, text]
     network.queue.append((None, b.directory.instance_subject("i1"), msgspec.msgpack.encode([old_error])))
     network.pump()
