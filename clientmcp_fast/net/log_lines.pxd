@@ -3,6 +3,10 @@
 cimport cython
 
 
+@cython.locals(micros=Py_ssize_t, whole=Py_ssize_t, fraction=Py_ssize_t)
+cpdef str seconds_text(double seconds)
+
+
 cdef class CallLog:
     cdef public object _schedule
     cdef public object _stream

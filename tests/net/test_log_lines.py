@@ -6,7 +6,7 @@ import json
 
 from clientmcp_fast.core.counters import OUTCOMES, RESULT, TIMEOUT, UNKNOWN_TOOL
 from clientmcp_fast.net import log_lines
-from clientmcp_fast.net.log_lines import CallLog, stamp
+from clientmcp_fast.net.log_lines import CallLog, seconds_text, stamp
 
 
 class Stream:
@@ -131,3 +131,26 @@ def test_stamps_are_utc_to_the_millisecond():
     assert stamp(0.0) == "1970-01-01T00:00:00.000Z"
     assert stamp(1700000000.9999) == "2023-11-14T22:13:20.999Z"
     assert stamp(1700000001.042) == "2023-11-14T22:13:21.042Z"
+
+
+def test_a_duration_is_written_to_the_microsecond_as_a_float_format_would():
+    for seconds in (
+        0.0,
+        0.25,
+        1.5,
+        2.0,
+        0.000001,
+        0.0000004,
+        0.0000006,
+        0.123456,
+        59.999999,
+        30.0,
+        3600.000123,
+    ):
+        assert seconds_text(seconds) == f"{seconds:.6f}", seconds
+    assert seconds_text(0.9999996) == "1.000000"  # a carry into the whole seconds
+    for n in range(1, 20_000):  # any duration: within half a microsecond, six decimals
+        seconds = n * 0.0003719
+        text = seconds_text(seconds)
+        fraction = text.partition(".")[2]
+        assert len(fraction) == 6 and abs(float(text) - seconds) <= 0.5e-6 + 1e-12, (seconds, text)
