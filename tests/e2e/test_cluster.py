@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -480,27 +480,41 @@ async def test_serve_with_nats_starts_one_worker_per_core_of_its_affinity(nats_s
     if cores == "one":  # below os.cpu_count(): the affinity mask, as a container's CPU set, is what counts
         allowed = allowed[:1]
     port = _free_port()
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "clientmcp_fast", "serve", "--nats", nats_server.url],
-        env=_serve_env(CLIENTMCP_PORT=str(port)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    with serve_group(
+        "--nats",
+        nats_server.url,
         preexec_fn=lambda: os.sched_setaffinity(0, allowed),
-    )
-    try:
+        CLIENTMCP_PORT=str(port),
+    ) as serve:
         await accepting(port, serve)
         workers = psutil.Process(serve.pid).children()
         # One core: the process serves itself; more: it only starts that many workers.
         assert len(workers) == (len(allowed) if len(allowed) > 1 else 0)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(serve.pid, signal.SIGKILL)
-        serve.wait(5)
 
 
 def _serve_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "CLIENTMCP_SECRET": SECRET.decode(), "CLIENTMCP_HOST": "127.0.0.1", **extra}
+
+
+@contextlib.contextmanager
+def serve_group(
+    *args: str, preexec_fn: Callable[[], object] | None = None, **env: str
+) -> Iterator[subprocess.Popen]:
+    """`clientmcp serve ARGS` in a session of its own: it and its workers are killed at the end, however it ends."""
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "clientmcp_fast", "serve", *args],
+        env=_serve_env(**env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=preexec_fn,
+    )
+    try:
+        yield serve
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait(5)
 
 
 def test_workers_above_one_without_nats_is_refused_in_one_line():
@@ -519,14 +533,7 @@ def test_workers_above_one_without_nats_is_refused_in_one_line():
 async def test_workers_share_one_port_and_reach_each_others_apps(nats_server):
     """Two workers on one port: whichever worker an agent's connection lands on, the app answers."""
     port = _free_port()
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "2", "--nats", nats_server.url],
-        env=_serve_env(CLIENTMCP_PORT=str(port)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its workers too are ended by the finally below
-    )
-    try:
+    with serve_group("--workers", "2", "--nats", nats_server.url, CLIENTMCP_PORT=str(port)) as serve:
         target = ServeProcess.__new__(ServeProcess)
         target.port = port
         await accepting(port, serve)
@@ -547,10 +554,6 @@ async def test_workers_share_one_port_and_reach_each_others_apps(nats_server):
         serve.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(serve.wait, 15) == 0
         assert not any(worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE for worker in workers)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(serve.pid, signal.SIGKILL)
-        serve.wait(5)
 
 
 def _free_ports(count: int) -> int:
@@ -586,24 +589,24 @@ def _scrape(port: int) -> dict[str, float]:
 async def test_each_worker_serves_its_metrics_on_the_metrics_port_plus_its_index(nats_server):
     """docs/operations.md, Workers: worker k on the port + k, each counting its own apps, kept on a restart."""
     port, metrics = _free_port(), _free_ports(2)
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "2", "--nats", nats_server.url],
-        env=_serve_env(CLIENTMCP_PORT=str(port), CLIENTMCP_METRICS=f"127.0.0.1:{metrics}"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    with serve_group(
+        "--workers",
+        "2",
+        "--nats",
+        nats_server.url,
+        CLIENTMCP_PORT=str(port),
+        CLIENTMCP_METRICS=f"127.0.0.1:{metrics}",
+    ) as serve:
 
-    async def listening(*ports: int) -> None:
-        give_up = time.monotonic() + WAIT
-        for each in ports:
-            while True:
-                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", each), 0.2):
-                    break
-                assert time.monotonic() < give_up and serve.poll() is None
-                await asyncio.sleep(0.05)
+        async def listening(*ports: int) -> None:
+            give_up = time.monotonic() + WAIT
+            for each in ports:
+                while True:
+                    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", each), 0.2):
+                        break
+                    assert time.monotonic() < give_up and serve.poll() is None
+                    await asyncio.sleep(0.05)
 
-    try:
         await listening(port, metrics, metrics + 1)
         target = ServeProcess.__new__(ServeProcess)
         target.port = port
@@ -630,10 +633,6 @@ async def test_each_worker_serves_its_metrics_on_the_metrics_port_plus_its_index
         assert sorted(int(each["clientmcp_app_connections_opened_total"]) for each in scraped)[0] == 0
         serve.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(serve.wait, 15) == 0
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(serve.pid, signal.SIGKILL)
-        serve.wait(5)
 
 
 # -- docs/scaling.md, Settings: what NATS cannot carry ------------------------------------------------

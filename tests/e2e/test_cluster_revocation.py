@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -29,7 +26,15 @@ import test_cluster
 import test_revocation
 from agents import WAIT
 from conftest import make_token
-from test_cluster import NatsServer, ServeProcess, _free_port, _free_ports, _serve_env, accepting, sees
+from test_cluster import (
+    NatsServer,
+    ServeProcess,
+    _free_port,
+    _free_ports,
+    accepting,
+    sees,
+    serve_group,
+)
 from test_revocation import (
     PROMPTLY,
     assert_one_line_error,
@@ -208,16 +213,15 @@ async def on_every_worker(
 async def test_a_revoke_counts_on_every_worker_of_serve_workers_with_state_nats(nats_server):
     """`serve --workers 2 --state nats`: each worker follows the bucket; the revoked tokens are refused on both."""
     port, metrics = _free_port(), _free_ports(2)
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "2", "--nats", nats_server.url],
-        env=_serve_env(
-            CLIENTMCP_PORT=str(port), CLIENTMCP_METRICS=f"127.0.0.1:{metrics}", CLIENTMCP_STATE=STATE
-        ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its workers too are ended by the finally below
-    )
-    try:
+    with serve_group(
+        "--workers",
+        "2",
+        "--nats",
+        nats_server.url,
+        CLIENTMCP_PORT=str(port),
+        CLIENTMCP_METRICS=f"127.0.0.1:{metrics}",
+        CLIENTMCP_STATE=STATE,
+    ) as serve:
         for each in (port, metrics, metrics + 1):  # both workers up, each having read the bucket
             await accepting(each, serve)
         target = ServeProcess.__new__(ServeProcess)
@@ -284,10 +288,6 @@ async def test_a_revoke_counts_on_every_worker_of_serve_workers_with_state_nats(
         await on_every_worker(metrics, unauthorized, still_refused)
         serve.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(serve.wait, 15) == 0
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(serve.pid, signal.SIGKILL)
-        serve.wait(5)
 
 
 # -- failures ------------------------------------------------------------------------------------------
