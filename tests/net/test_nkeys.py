@@ -163,7 +163,9 @@ def test_a_file_without_one_of_the_blocks_is_refused():
 def test_a_seed_with_a_wrong_character_fails_its_checksum():
     good = _good()
     seed = _seed_of(good)
-    for index in (5, 30, len(seed) - 1):
+    # Not the last character: 58 base32 characters hold 290 bits for the seed's 288, so two bits
+    # of the last one are dropped when decoding, and a change to them alone is the same seed.
+    for index in (5, 30, len(seed) - 2):
         assert _error(good.replace(seed, _flip(seed, index))) == (
             "the NKey seed's checksum does not match: a character is wrong or missing"
         )
