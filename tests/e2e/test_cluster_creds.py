@@ -5,6 +5,8 @@ connection without a user JWT of a known account and the signature of its nonce.
 `clientmcp serve` processes sign with CLIENTMCP_NATS_CREDS by themselves
 (clientmcp_fast/net/nkeys.py): the `nkeys` package is made unimportable in them. An instance
 whose user belongs to an account the server does not know says so once and serves alone.
+User and password or a token in the URL, right and wrong, are tried against servers that ask
+for them.
 `--state nats` and `clientmcp revoke` use the same file for the generations bucket.
 """
 
@@ -149,6 +151,91 @@ async def test_a_user_of_an_unknown_account_is_said_once_and_the_instance_serves
     assert [line for line in lines if "refused" in line] == [line for line in lines if line.endswith(REFUSED)]
     assert len([line for line in lines if "refused" in line]) == 1, lines
     assert not any("joined the cluster" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("auth", ["user and password", "token"])
+async def test_credentials_in_the_url_join_and_wrong_ones_are_said_once_without_the_secret(tmp_path, auth):
+    """docs/scaling.md, Settings: user and password or a token in CLIENTMCP_NATS; a wrong one is refused.
+
+    Two instances with the right URL carry a call; a third with a wrong secret says the
+    refusal once, serves its own apps, and never writes either secret to its log.
+    """
+    if auth == "token":
+        config, good, bad = 'authorization { token: "tok-right-5c1d" }', "tok-right-5c1d", "tok-wrong-a7e2"
+    else:
+        config, good, bad = (
+            'authorization { user: "bridge", password: "pw-right-5c1d" }',
+            "pw-right-5c1d",
+            "pw-wrong-a7e2",
+        )
+    server = NatsServer(jetstream=False, config=config)
+    server.start()
+    host = f"127.0.0.1:{server.port}"
+
+    def url(secret: str) -> str:
+        return f"nats://{secret}@{host}" if auth == "token" else f"nats://bridge:{secret}@{host}"
+
+    logs = [tmp_path / f"{name}.log" for name in ("a", "b", "refused")]
+    instances = []
+    try:
+        for log, secret in zip(logs, (good, good, bad)):
+            with log.open("w") as stderr:
+                instances.append(ServeProcess(url(secret), stderr))
+        a, b, refused = instances
+        give_up = time.monotonic() + WAIT
+        while REFUSED not in logs[2].read_text():
+            assert time.monotonic() < give_up, logs[2].read_text()
+            await asyncio.sleep(0.1)
+        async with online_app(a, "x", {"echo": echo}), online_app(refused, "y", {"echo": echo}):
+            async with sdk_agent(b, "x", "legacy") as client:
+                await lists(client, 1)
+                assert json.loads(text_of(await client.call_tool("echo", {"n": 1}))) == {"n": 1}
+            async with sdk_agent(refused, "y", "legacy") as local:
+                assert json.loads(text_of(await local.call_tool("echo", {"a": 1}))) == {"a": 1}
+            async with sdk_agent(refused, "x", "legacy") as remote:
+                result = await remote.call_tool("echo")
+                assert result.is_error and text_of(result) == OFFLINE
+        await asyncio.sleep(1.5)  # three more attempts (one each 0.5 s): none is said again
+    finally:
+        for instance in instances:
+            instance.kill()
+        server.stop()
+    texts = [log.read_text() for log in logs]
+    for text in texts[:2]:
+        assert "nats: joined the cluster as instance" in text and "refused" not in text, text
+    lines = texts[2].splitlines()
+    assert len([line for line in lines if "refused" in line]) == 1, lines
+    assert not any("joined the cluster" in line for line in lines), lines
+    for text in texts:
+        assert good not in text and bad not in text, text
+
+
+async def test_a_creds_file_gone_bad_keeps_the_last_good_one_with_one_warning(secured, account, tmp_path):
+    """The file is read again at each reconnect: garbled, it is warned of once and the instance rejoins."""
+    creds = [creds_file(tmp_path, f"bridge-{index}", account.creds(f"bridge-{index}")) for index in range(2)]
+    log = tmp_path / "a.log"
+    instances = []
+    try:
+        with log.open("w") as stderr:
+            instances.append(ServeProcess(secured.url, stderr, CLIENTMCP_NATS_CREDS=creds[0]))
+        instances.append(ServeProcess(secured.url, CLIENTMCP_NATS_CREDS=creds[1]))
+        a, b = instances
+        async with online_app(a, "x", {"echo": echo}), sdk_agent(b, "x", "legacy") as client:
+            await lists(client, 1)
+            Path(creds[0]).write_text("-----BEGIN NATS USER JWT-----\nnot a jwt\n")
+            for _ in range(2):  # two reconnects: the fault is said at the first only
+                secured.stop()
+                await lists(client, 0)  # b forgot the app: its instance is unreachable
+                secured.start()
+                await lists(client, 1)
+            assert json.loads(text_of(await client.call_tool("echo", {"n": 1}))) == {"n": 1}
+    finally:
+        for instance in instances:
+            instance.kill()
+    lines = log.read_text().splitlines()
+    said = [line for line in lines if "signing with the file as it was last read" in line]
+    assert len(said) == 1 and f"CLIENTMCP_NATS_CREDS {creds[0]!r}" in said[0], lines
+    assert not any("refused" in line for line in lines), lines
 
 
 async def test_revocation_through_the_bucket_of_an_account_secured_nats(tmp_path, no_nkeys):
