@@ -232,22 +232,13 @@ def minimal_round_trip(stub_calls: int = 0) -> Callable[[], bytes]:
     return calls_through(loop, request, on_request, on_app_data, app_transport, agent_transport, timed=False)
 
 
-class Subscriber:
-    """What nats-py hands a subscription's callback: the payload and its subject."""
-
-    __slots__ = ("data", "subject")
-
-    def __init__(self, subject: str, data: bytes) -> None:
-        self.subject, self.data = subject, data
-
-
 def joined(loop: StepLoop, count: int) -> tuple[list[Server], Callable[[], None]]:
     """`count` bridges joined as a cluster, with NATS in memory; and the function ending a loop turn.
 
     Each is a `NatsCluster` (clientmcp_fast/net/nats.py) whose connection never publishes:
     what its directory sends in a turn waits in its batches, as in a real turn, and ending
     the turn encodes them with the cluster's own `_payloads` and hands each payload to the
-    others subscribed to its subject through their own `_on_message`, as nats-py would. What
+    others subscribed to its subject through their own `_deliver`, as nats-py's reader would. What
     nats-py and the nats-server do with a payload is theirs, not counted here.
     """
     from clientmcp_fast.net.nats import NatsCluster
@@ -264,7 +255,7 @@ def joined(loop: StepLoop, count: int) -> tuple[list[Server], Callable[[], None]
         # Fixed instance IDs: the counts do not depend on random subjects' lengths and hashes.
         cluster.instance = cluster.directory.instance = f"{index:012x}"
         cluster.nc = Connected()
-        cluster._publisher = cluster  # never a task: the harness publishes at the end of the turn
+        cluster._flush_due = True  # never scheduled: the harness publishes at the end of the turn
         server.cluster = cluster
         servers.append(server)
         clusters.append(cluster)
@@ -295,10 +286,7 @@ def joined(loop: StepLoop, count: int) -> tuple[list[Server], Callable[[], None]
                         ]
                     for payload in sender._payloads(subject, messages, Connected.max_payload):
                         for cluster in receivers:
-                            try:
-                                cluster._on_message(Subscriber(subject, payload)).send(None)
-                            except StopIteration:
-                                pass
+                            cluster._deliver(subject, payload)
             loop.run_ready()
 
     for cluster in clusters:

@@ -16,7 +16,7 @@ import asyncio
 import os
 import re
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
@@ -71,6 +71,68 @@ def _array(items: list[bytes]) -> bytes:
     return head + b"".join(items)
 
 
+# -- the hop without nats-py's tasks ----------------------------------------------------------
+#
+# nats-py writes what is published from a flusher task, and hands a subscription's messages to
+# a task of the subscription's own through a queue. Each is a loop turn more on each side of a
+# hop, four per forwarded call, which is most of what such a call waits for under load
+# (docs/scaling.md, The hop). So the bus writes a turn's PUBs to nats-py's socket itself, and
+# takes each message as nats-py's reader parses it. Both lean on nats-py's internals
+# (`_transport`, `_pending`, a subscription's `_pending_queue`), looked for here: a nats-py
+# whose internals differ gets its public API, slower, and tests/e2e/test_cluster_bus.py fails
+# on the nats-py installed, so that the loss is seen.
+
+
+def _direct_writer(nc: Any) -> Any:
+    """nats-py's stream writer if PUBs written to it now keep their order and it is not backed up; else None."""
+    writer = getattr(getattr(nc, "_transport", None), "_io_writer", None)  # TCP and TLS, not WebSocket
+    if writer is None or getattr(nc, "_pending", None) != []:
+        return None  # nats-py has commands of its own queued: ours go after them, through it
+    # Backed up: nats-py's publish then waits for the socket to drain, which bounds the buffer.
+    if writer.transport.get_write_buffer_size() > nc._max_pending_size:
+        return None
+    return writer
+
+
+_HANDOVER = True  # tests turn it off to run the public way
+
+
+class _Handover:
+    """Stands for a subscription's queue in nats-py: each message goes to `deliver` as the reader parses it."""
+
+    __slots__ = ("sub", "deliver")
+
+    def __init__(self, sub: Any, deliver: Callable[[str, bytes], None]) -> None:
+        self.sub = sub
+        self.deliver = deliver  # must not raise: nats-py's read loop would end
+
+    def put_nowait(self, msg: Any) -> None:
+        self.sub._pending_size -= len(msg.data)  # counted as queued by nats-py; not queued here
+        self.deliver(msg.subject, msg.data)
+
+    def qsize(self) -> int:
+        return 0
+
+    def empty(self) -> bool:
+        return True
+
+
+async def _subscribe(nc: Any, subject: str, deliver: Callable[[str, bytes], None]) -> bool:
+    """Subscribe `deliver` to `subject`; True if it is handed each message directly, False through nats-py's task."""
+    sub = await nc.subscribe(subject)  # without a callback, nats-py starts no task for it
+    queue = getattr(sub, "_pending_queue", None)
+    if _HANDOVER and isinstance(queue, asyncio.Queue) and hasattr(sub, "_pending_size"):
+        sub._pending_queue = _Handover(sub, deliver)
+        return True
+    await sub.unsubscribe()
+
+    async def callback(msg: Any) -> None:
+        deliver(msg.subject, msg.data)
+
+    await nc.subscribe(subject, cb=callback)
+    return False
+
+
 class NatsCluster:
     """This instance's membership of the cluster: the NATS connection, the directory, its timer."""
 
@@ -82,6 +144,7 @@ class NatsCluster:
         self.directory = Directory(server.bridge, self, self.instance, prefix)
         self.nc: Any = None
         self._pending: dict[str, list[tuple]] = {}
+        self._flush_due = False  # `_flush` is scheduled for the end of this turn
         self._publisher: asyncio.Task | None = None
         self._connector: asyncio.Task | None = None
         self._tick: asyncio.TimerHandle | None = None
@@ -89,6 +152,7 @@ class NatsCluster:
         self._refusal: str | None = None  # the last refusal of our credentials, said once
         self._auth: dict[str, Any] = {}  # nats.connect's options for a creds file
         self.reconnects = 0  # read by the metrics collector
+        self.direct = True  # every subscription handed its messages without nats-py's task
 
     # -- the Bus port ------------------------------------------------------------------------
 
@@ -99,10 +163,40 @@ class NatsCluster:
             self._pending[subject] = [message]
         else:
             batch.append(message)
-        if self._publisher is None:
+        if not self._flush_due:
+            self._flush_due = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """After the turn: what it queued, written to the socket at once (or through nats-py when it must wait)."""
+        self._flush_due = False
+        if self._publisher is not None or not self._pending:
+            return  # a publisher waiting on nats-py takes what is queued, in order
+        nc = self.nc
+        if nc is None or not nc.is_connected:
+            self._pending = {}  # dropped: peers learn from the heartbeats that we are gone
+            return
+        writer = _direct_writer(nc)
+        if writer is None:
             self._publisher = self.loop.create_task(self._publish())
+            return
+        batches, self._pending = self._pending, {}
+        limit = nc.max_payload - _ENVELOPE
+        parts: list[bytes] = []
+        size = 0
+        for subject, messages in batches.items():
+            head = f"PUB {subject} ".encode()
+            for payload in self._payloads(subject, messages, limit):
+                parts += (head, b"%d\r\n" % len(payload), payload, b"\r\n")
+                size += len(payload)
+        if parts:
+            writer.writelines(parts)
+            stats = nc.stats
+            stats["out_msgs"] += len(parts) // 4
+            stats["out_bytes"] += size
 
     async def _publish(self) -> None:
+        """Through nats-py's publish, which waits while its buffer is full, until nothing is queued."""
         try:
             while self._pending:
                 batches, self._pending = self._pending, {}
@@ -183,7 +277,7 @@ class NatsCluster:
             return
         nc = self.nc
         for subject in self.directory.subscriptions():
-            await nc.subscribe(subject, cb=self._on_message)
+            self.direct = await _subscribe(nc, subject, self._deliver) and self.direct
         await nc.flush()
         self._refusal = None
         logger.info("nats: joined the cluster as instance %s (wire version %d)", self.instance, WIRE_VERSION)
@@ -222,11 +316,12 @@ class NatsCluster:
                 text.removeprefix("nats: "),
             )
 
-    async def _on_message(self, msg: Any) -> None:
+    def _deliver(self, subject: str, data: bytes) -> None:
+        """A NATS message's payload: each message in it, to the directory."""
         try:
-            messages = _decode(msg.data)
+            messages = _decode(data)
         except msgspec.DecodeError:
-            logger.warning("nats: undecodable message on %s", msg.subject)
+            logger.warning("nats: undecodable message on %s", subject)
             return
         now = self.loop.time()
         directory = self.directory
@@ -234,7 +329,7 @@ class NatsCluster:
             try:
                 directory.receive(message, now)
             except Exception:  # noqa: BLE001 - one bad message must not stop the others
-                logger.exception("nats: message on %s", msg.subject)
+                logger.exception("nats: message on %s", subject)
 
     def _on_tick(self) -> None:
         self.directory.on_timer(self.loop.time())
@@ -247,6 +342,8 @@ class NatsCluster:
             self._tick.cancel()
         if self._connector is not None and not self._connector.done():
             self._connector.cancel()
+        if self._flush_due:
+            self._flush()  # what this turn queued (the apps' GONE), before the PING of `flush` below
         for _ in range(50):
             if self._publisher is None:
                 break

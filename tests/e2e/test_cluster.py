@@ -683,6 +683,107 @@ def test_a_turns_messages_are_split_to_fit_the_payload_limit():
     assert [m[2] for m in bus.directory.refused] == ["big"]
 
 
+# -- docs/scaling.md, The hop: without nats-py's tasks -----------------------------------------------
+
+
+async def test_the_installed_nats_py_lets_the_hop_skip_its_tasks(cluster):
+    """Each instance writes its PUBs itself and is handed each message as parsed (net/nats.py).
+
+    Fails when a nats-py release changes the internals this leans on: the bus then works
+    through nats-py's public API, a loop turn slower on each side of a hop, and that is to be
+    seen, not found in a bench.
+    """
+    from clientmcp_fast.net.nats import _direct_writer
+
+    for bridge in cluster():
+        assert bridge.call(lambda s: s.cluster.direct)
+        assert bridge.call(lambda s: _direct_writer(s.cluster.nc) is not None)
+
+
+async def test_calls_cross_instances_through_nats_py_public_api_too(cluster, monkeypatch):
+    """With a nats-py whose internals differ, the bus publishes and subscribes the public way."""
+    from clientmcp_fast.net import nats as bus
+
+    monkeypatch.setattr(bus, "_direct_writer", lambda nc: None)
+    monkeypatch.setattr(bus, "_HANDOVER", False)
+    a, b = cluster()
+    assert not b.call(lambda s: s.cluster.direct)
+    async with online_app(a, "x", {"echo": echo}), sdk_agent(b, "x", "legacy") as client:
+        await sees(b, "x", tools=1)
+        for n in range(3):
+            assert json.loads(text_of(await client.call_tool("echo", {"n": n}))) == {"n": n}
+    await nothing_leaks(b)
+
+
+async def test_a_backed_up_socket_hands_publishing_to_nats_py_and_order_is_kept():
+    """Past nats-py's pending size in the socket's buffer, publish waits in nats-py; nothing overtakes it."""
+    from clientmcp_fast.net.nats import NatsCluster
+
+    written: list[tuple[str, list[Any]]] = []
+
+    class Writer:
+        backlog = 0
+
+        def __init__(self) -> None:
+            self.transport = self
+
+        def get_write_buffer_size(self) -> int:
+            return self.backlog
+
+        def writelines(self, parts: list[bytes]) -> None:
+            data = b"".join(parts)
+            while data:  # PUB <subject> <size>\r\n<payload>\r\n, each
+                head, _, data = data.partition(b"\r\n")
+                size = int(head.split()[2])
+                written.append(("direct", msgspec.msgpack.decode(data[:size])))
+                data = data[size + 2 :]
+
+    class Connection:
+        is_connected = True
+        max_payload = 1 << 20
+        _max_pending_size = 1000
+
+        def __init__(self) -> None:
+            self._pending: list[bytes] = []
+            self._transport = type("Transport", (), {"_io_writer": Writer()})()
+            self.stats = {"out_msgs": 0, "out_bytes": 0}
+            self.drained = asyncio.Event()
+
+        async def publish(self, subject: str, payload: bytes) -> None:
+            await self.drained.wait()
+            written.append(("nats-py", msgspec.msgpack.decode(payload)))
+
+    bus = NatsCluster.__new__(NatsCluster)
+    bus.loop = asyncio.get_running_loop()
+    bus.nc = nc = Connection()
+    bus._pending, bus._flush_due, bus._publisher = {}, False, None
+    writer = nc._transport._io_writer
+
+    async def turn() -> None:
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    bus.send("s", (1,))
+    await turn()
+    writer.backlog = 5000  # over nats-py's pending size: its publish must wait for the drain
+    bus.send("s", (2,))
+    await turn()
+    writer.backlog = 0
+    bus.send("s", (3,))  # the socket has room again, but (2) is not written yet
+    await turn()
+    assert written == [("direct", [[1]])]
+    nc.drained.set()
+    await turn()
+    bus.send("s", (4,))
+    await turn()
+    assert written == [("direct", [[1]]), ("nats-py", [[2]]), ("nats-py", [[3]]), ("direct", [[4]])]
+    assert nc.stats == {"out_msgs": 2, "out_bytes": 6}  # [[1]] and [[4]]: 3 bytes of MessagePack each
+    nc._pending.append(b"PING\r\n")  # nats-py's own command queued: ours go after it, through it
+    bus.send("s", (5,))
+    await turn()
+    assert written[-1] == ("nats-py", [[5]])
+
+
 # -- docs/operations.md, Log events: a forwarded call's line ----------------------------------------
 
 
