@@ -6,9 +6,10 @@ A, and measures with the load of `python -m bench` (wrk, legacy `tools/call` of 
 - `local`: wrk on A (app and agents on the same instance);
 - `forwarded`: wrk on B, so that every call goes B -> NATS -> A -> app and back;
 - the same two with one agent (`local_1`, `forwarded_1`): the path's own latency, not queueing;
-- the same two with 64 agents that each pause PACE_MS before every call (`local_paced`,
-  `forwarded_paced`): both at about the same calls/s, below what either can answer, so that
-  their latencies compare the paths at one load rather than two saturated cores.
+- the same two with 64 agents that each pause PACE_MS (or `--pace-ms`) before every call
+  (`local_paced`, `forwarded_paced`): both at about the same calls/s, below what either can
+  answer, so that their latencies compare the paths at one load rather than two saturated
+  cores; runs with several `--pace-ms` give the added latency against the load.
 A, B and their nats-server are pinned to one CPU, wrk and the app to the other, as in
 `python -m bench`. CPU per call is both instances' user + system CPU over the measured run
 (for `local` too, where B only sends heartbeats) divided by the calls answered; the
@@ -78,7 +79,7 @@ ADDED_P99_TARGET_MS = 2.0
 READY_SECONDS = 30.0
 LOADS = ("local", "forwarded", "forwarded_1", "local_1", "local_paced", "forwarded_paced", "one", "workers_2")
 # The paced loads' pause before each call: 64 agents then offer at most 64 / 4 ms = 16k calls/s,
-# about half of what the forwarded load answers on this project's machine.
+# about two thirds of what the forwarded load answers on this project's machine.
 PACE_MS = 4
 # Fresh connections in a row that must all be answered before `--workers 2` is measured: the
 # kernel spreads them over both workers, so each has then heard of the app (1 - 2**-19).
@@ -219,7 +220,7 @@ def load_round(fleet: Fleet, target: Target, plan: Plan) -> dict:
     return dict(kept, tries=len(tries), disturbed=kept["other_pct"] > OTHER_LIMIT_PCT)
 
 
-def start_targets(fleet: Fleet, secret: str, progress: Progress) -> dict[str, Target]:
+def start_targets(fleet: Fleet, secret: str, progress: Progress, pace_ms: int = PACE_MS) -> dict[str, Target]:
     """Every process of the run, started and checked; the loads by name, in the order they run."""
     server_cpus, load_cpus = cpu_plan()
     pinned = (server_cpus, load_cpus)
@@ -257,8 +258,8 @@ def start_targets(fleet: Fleet, secret: str, progress: Progress) -> dict[str, Ta
         Target("forwarded", forwarded, pair, nats, a.app, pinned),
         Target("forwarded_1", forwarded, pair, nats, a.app, pinned, connections=1),
         Target("local_1", a, pair, nats, a.app, pinned, connections=1),
-        Target("local_paced", a, pair, nats, a.app, pinned, delay_ms=PACE_MS),
-        Target("forwarded_paced", forwarded, pair, nats, a.app, pinned, delay_ms=PACE_MS),
+        Target("local_paced", a, pair, nats, a.app, pinned, delay_ms=pace_ms),
+        Target("forwarded_paced", forwarded, pair, nats, a.app, pinned, delay_ms=pace_ms),
         Target("one", one, {"one": one.process}, None, one.app, unpinned),
         Target("workers_2", workers, {"workers": workers.process}, workers_nats, workers.app, unpinned),
     ]
@@ -307,7 +308,7 @@ def ratios(load: dict[str, list[dict]]) -> dict:
     }
 
 
-def run(plan: Plan, progress: Progress, only: tuple[str, ...] = ()) -> dict:
+def run(plan: Plan, progress: Progress, only: tuple[str, ...] = (), pace_ms: int = PACE_MS) -> dict:
     """Every figure of the run (of the loads named in `only`, if any), measured; the raw numbers for `table`."""
     if shutil.which("wrk") is None:
         raise BenchError("wrk is not installed: apt-get install -y wrk")
@@ -316,7 +317,7 @@ def run(plan: Plan, progress: Progress, only: tuple[str, ...] = ()) -> dict:
     load_at_start = list(os.getloadavg())
     fleet = Fleet()
     try:
-        targets = start_targets(fleet, secret, progress)
+        targets = start_targets(fleet, secret, progress, pace_ms)
         unknown = set(only) - set(targets)
         if unknown:
             raise BenchError(f"no load named {', '.join(sorted(unknown))}; the loads: {', '.join(targets)}")
@@ -343,6 +344,7 @@ def run(plan: Plan, progress: Progress, only: tuple[str, ...] = ()) -> dict:
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "plan": dataclasses.asdict(plan),
+        "pace_ms": pace_ms,
         "machine": {
             "cpus": os.cpu_count(),
             "load_average_at_start": load_at_start,
@@ -405,7 +407,7 @@ def table(results: dict) -> str:
         )
     if "added_p99_ms_paced" in ratio:
         lines.append(
-            f"forwarded - local, 64 agents paced ({PACE_MS} ms before each call, calls/s "
+            f"forwarded - local, 64 agents paced ({results.get('pace_ms', PACE_MS)} ms before each call, calls/s "
             f"{ratio['paced_calls_ratio']:.2f}x): p50 {ratio['added_p50_ms_paced']:+.3f} ms, "
             f"p99 {ratio['added_p99_ms_paced']:+.3f} ms"
         )
@@ -440,14 +442,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--loads", default="", help="comma-separated loads to run (default all): " + ", ".join(LOADS)
     )
+    parser.add_argument(
+        "--pace-ms",
+        type=int,
+        default=PACE_MS,
+        help=f"the paced loads' pause before each call (default {PACE_MS})",
+    )
     flags = parser.parse_args(argv)
+    if flags.pace_ms < 1:
+        parser.error("--pace-ms must be at least 1")
     plan = QUICK if flags.quick else FULL
     for name in ("seconds", "rounds"):
         if getattr(flags, name) is not None:
             plan = dataclasses.replace(plan, **{name: getattr(flags, name)})
     progress = Progress()
     try:
-        results = run(plan, progress, tuple(filter(None, flags.loads.split(","))))
+        results = run(plan, progress, tuple(filter(None, flags.loads.split(","))), flags.pace_ms)
     except BenchError as error:
         print(f"bench.cluster: FAILED: {error}", file=sys.stderr)
         return 1

@@ -70,6 +70,14 @@ def test_each_ratio_is_the_median_of_the_rounds_own():
     assert "both instances: 3.20 (target at most 3: NO)" in table
     assert "p99 +2.50 ms (target at most +2 ms: NO)" in table
     assert "64 agents paced (4 ms before each call, calls/s 0.95x): p50 +0.350 ms, p99 +0.700 ms" in table
+    results["pace_ms"] = 8  # `--pace-ms 8`: the table says the pause the run had
+    assert "64 agents paced (8 ms before each call, calls/s 0.95x)" in cluster.table(results)
+
+
+def test_a_pause_below_one_millisecond_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cluster.main(["--pace-ms", "0"])
+    assert exit_.value.code == 2 and "--pace-ms must be at least 1" in capsys.readouterr().err
 
 
 def test_a_short_run_forwards_through_nats_and_runs_two_workers(tmp_path):
