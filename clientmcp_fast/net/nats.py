@@ -74,13 +74,12 @@ def _array(items: list[bytes]) -> bytes:
 # -- the hop without nats-py's tasks ----------------------------------------------------------
 #
 # nats-py writes what is published from a flusher task, and hands a subscription's messages to
-# a task of the subscription's own through a queue. Each is a loop turn more on each side of a
-# hop, four per forwarded call, which is most of what such a call waits for under load
-# (docs/scaling.md, The hop). So the bus writes a turn's PUBs to nats-py's socket itself, and
-# takes each message as nats-py's reader parses it. Both lean on nats-py's internals
-# (`_transport`, `_pending`, a subscription's `_pending_queue`), looked for here: a nats-py
-# whose internals differ gets its public API, slower, and tests/e2e/test_cluster_bus.py fails
-# on the nats-py installed, so that the loss is seen.
+# a task of the subscription's own through a queue: a loop turn more at each of the four points
+# a forwarded call crosses, and CPU for each (docs/scaling.md, Design). So the bus writes a
+# turn's PUBs to nats-py's socket itself, and takes each message as nats-py's reader parses it.
+# Both lean on nats-py's internals (`_transport`, `_pending`, a subscription's `_pending_queue`),
+# looked for here: a nats-py whose internals differ gets its public API, slower, and a test of
+# tests/e2e/test_cluster.py fails on the nats-py installed, so that the loss is seen.
 
 
 def _direct_writer(nc: Any) -> Any:

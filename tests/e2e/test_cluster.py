@@ -683,7 +683,7 @@ def test_a_turns_messages_are_split_to_fit_the_payload_limit():
     assert [m[2] for m in bus.directory.refused] == ["big"]
 
 
-# -- docs/scaling.md, The hop: without nats-py's tasks -----------------------------------------------
+# -- docs/scaling.md, Design: the hop without nats-py's tasks -------------------------------------
 
 
 async def test_the_installed_nats_py_lets_the_hop_skip_its_tasks(cluster):
