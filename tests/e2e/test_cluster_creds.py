@@ -83,6 +83,31 @@ async def lists(client, tools: int) -> None:
         await asyncio.sleep(0.1)
 
 
+async def refusal_said(log: Path) -> None:
+    """Wait until the instance logging to `log` has said that the server refused its credentials."""
+    give_up = time.monotonic() + WAIT
+    while REFUSED not in log.read_text():
+        assert time.monotonic() < give_up, log.read_text()
+        await asyncio.sleep(0.1)
+
+
+async def serves_alone(refused: ServeProcess, own: str, elsewhere: str) -> None:
+    """A refused instance calls its own app `own`; `elsewhere`, held by another instance, is offline to it."""
+    async with sdk_agent(refused, own, "legacy") as local:
+        assert json.loads(text_of(await local.call_tool("echo", {"a": 1}))) == {"a": 1}
+    async with sdk_agent(refused, elsewhere, "legacy") as remote:
+        result = await remote.call_tool("echo")
+        assert result.is_error and text_of(result) == OFFLINE
+
+
+def said_once(log: Path) -> None:
+    """The refusal is in `log` once, however many attempts followed, and the instance never joined."""
+    lines = log.read_text().splitlines()
+    assert [line for line in lines if "refused" in line] == [line for line in lines if line.endswith(REFUSED)]
+    assert len([line for line in lines if "refused" in line]) == 1, lines
+    assert not any("joined the cluster" in line for line in lines), lines
+
+
 async def test_the_server_refuses_a_connection_without_creds(secured):
     """The server of these tests is really secured: what passes below passes by the creds file."""
     with pytest.raises(nats.errors.Error, match="Authorization Violation"):
@@ -132,25 +157,15 @@ async def test_a_user_of_an_unknown_account_is_said_once_and_the_instance_serves
         with log.open("w") as stderr:
             instances.append(ServeProcess(secured.url, stderr, CLIENTMCP_NATS_CREDS=stranger))
         held, alone = instances
-        give_up = time.monotonic() + WAIT
-        while REFUSED not in log.read_text():
-            assert time.monotonic() < give_up, log.read_text()
-            await asyncio.sleep(0.1)
+        await refusal_said(log)
         async with online_app(held, "x", {"echo": echo}), online_app(alone, "y", {"echo": echo}):
-            async with sdk_agent(alone, "y", "legacy") as local:
-                assert json.loads(text_of(await local.call_tool("echo", {"a": 1}))) == {"a": 1}
-            async with sdk_agent(alone, "x", "legacy") as remote:
-                result = await remote.call_tool("echo")
-                assert result.is_error and text_of(result) == OFFLINE
+            await serves_alone(alone, "y", "x")
         await asyncio.sleep(1.5)  # three more attempts (one each 0.5 s): none is said again
         assert alone.process.poll() is None
     finally:
         for instance in instances:
             instance.kill()
-    lines = log.read_text().splitlines()
-    assert [line for line in lines if "refused" in line] == [line for line in lines if line.endswith(REFUSED)]
-    assert len([line for line in lines if "refused" in line]) == 1, lines
-    assert not any("joined the cluster" in line for line in lines), lines
+    said_once(log)
 
 
 @pytest.mark.parametrize("auth", ["user and password", "token"])
@@ -182,20 +197,14 @@ async def test_credentials_in_the_url_join_and_wrong_ones_are_said_once_without_
             with log.open("w") as stderr:
                 instances.append(ServeProcess(url(secret), stderr))
         a, b, refused = instances
-        give_up = time.monotonic() + WAIT
-        while REFUSED not in logs[2].read_text():
-            assert time.monotonic() < give_up, logs[2].read_text()
-            await asyncio.sleep(0.1)
+        await refusal_said(logs[2])
         async with online_app(a, "x", {"echo": echo}), online_app(refused, "y", {"echo": echo}):
             async with sdk_agent(b, "x", "legacy") as client:
                 await lists(client, 1)
                 assert json.loads(text_of(await client.call_tool("echo", {"n": 1}))) == {"n": 1}
-            async with sdk_agent(refused, "y", "legacy") as local:
-                assert json.loads(text_of(await local.call_tool("echo", {"a": 1}))) == {"a": 1}
-            async with sdk_agent(refused, "x", "legacy") as remote:
-                result = await remote.call_tool("echo")
-                assert result.is_error and text_of(result) == OFFLINE
+            await serves_alone(refused, "y", "x")
         await asyncio.sleep(1.5)  # three more attempts (one each 0.5 s): none is said again
+        assert refused.process.poll() is None
     finally:
         for instance in instances:
             instance.kill()
@@ -203,9 +212,7 @@ async def test_credentials_in_the_url_join_and_wrong_ones_are_said_once_without_
     texts = [log.read_text() for log in logs]
     for text in texts[:2]:
         assert "nats: joined the cluster as instance" in text and "refused" not in text, text
-    lines = texts[2].splitlines()
-    assert len([line for line in lines if "refused" in line]) == 1, lines
-    assert not any("joined the cluster" in line for line in lines), lines
+    said_once(logs[2])
     for text in texts:
         assert good not in text and bad not in text, text
 
