@@ -6,6 +6,7 @@ and the .py run). A failed build falls back to those with a warning, unless
 CLIENTMCP_BUILD_EXTENSION=yes makes it an error.
 """
 
+import json
 import os
 import runpy
 import sys
@@ -18,9 +19,15 @@ TYPED = [f"clientmcp_fast.{name}" for name in COMPILED["TYPED"]]
 # llhttp as released (vendor/llhttp/README.md), compiled into the request reader beside its .pyx
 # and declared from its own header (_speedups/http_reader.pxd).
 LLHTTP = "vendor/llhttp"
+C_DIR = "build/cython"
 LLHTTP_SOURCES = [f"{LLHTTP}/src/{name}.c" for name in ("api", "http", "llhttp")]
 NO_EXTENSIONS = bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS"))
 REQUIRED = os.environ.get("CLIENTMCP_BUILD_EXTENSION", "").lower() in ("1", "yes", "true")
+# No pickle support for the extension types: nothing pickles a protocol, a channel or a call,
+# and the __reduce_cython__/__setstate_cython__ pair Cython writes for each one is some 10 % of
+# the machine code, resident in every bridge (docs/benchmarks.md, Latest run). Without it,
+# pickling one fails, as it does for the sockets they hold.
+SMALLER = {"auto_pickle": False}
 
 
 class OptionalBuildExt(build_ext):
@@ -73,6 +80,20 @@ def hot_path(name):
     )
 
 
+def written_with(directives):
+    """The directives the C in C_DIR was last written with, as `record_directives` stored them."""
+    try:
+        with open(os.path.join(C_DIR, "directives.json")) as file:
+            return json.load(file)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def record_directives(directives):
+    with open(os.path.join(C_DIR, "directives.json"), "w") as file:
+        json.dump(directives, file)
+
+
 def extensions():
     if NO_EXTENSIONS:
         return []
@@ -83,30 +104,40 @@ def extensions():
             raise
         print(f"WARNING: Cython unavailable ({error}); using the pure-Python twins", file=sys.stderr)
         return []
+    hot_directives = {"language_level": "3", **SMALLER}
+    # The types come from the .pxd only: the modules' annotations are loose, and stay hints.
+    typed_directives = {
+        "language_level": "3",
+        "annotation_typing": False,
+        "binding": True,
+        "nonecheck": True,
+        **SMALLER,
+    }
+    # Cython rewrites a module's C when its sources change, not when these directives do.
+    directives = [hot_directives, typed_directives]
+    force = written_with(directives) != directives
     compiled = cythonize(
         [hot_path(name) for name in COMPILED["HOT_PATHS"]],
-        compiler_directives={"language_level": "3"},
-        build_dir="build/cython",
+        compiler_directives=hot_directives,
+        build_dir=C_DIR,
         quiet=True,
+        force=force,
     )
     try:
-        # The types come from the .pxd only: the modules' annotations are loose, and stay hints.
         typed = cythonize(
             [Extension(name, [name.replace(".", "/") + ".py"]) for name in TYPED],
-            compiler_directives={
-                "language_level": "3",
-                "annotation_typing": False,
-                "binding": True,
-                "nonecheck": True,
-            },
-            build_dir="build/cython",
+            compiler_directives=typed_directives,
+            build_dir=C_DIR,
             quiet=True,
+            force=force,
         )
     except Exception as error:  # noqa: BLE001 - the .py then run interpreted
         if REQUIRED:
             raise
         print(f"WARNING: typed modules not compiled ({error}); their .py run interpreted", file=sys.stderr)
         typed = []
+    else:
+        record_directives(directives)
     return compiled + typed
 
 

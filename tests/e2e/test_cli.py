@@ -6,6 +6,7 @@ docs/protocol.md, Shutdown (SIGTERM/SIGINT end the bridge gracefully with exit 0
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -440,3 +441,62 @@ def test_the_command_imports_no_jwt_library_and_its_tokens_are_pyjwts():
     assert client_id == "alice"
     assert loaded == "[]"
     assert jwt.decode(token, SECRET, algorithms=["HS256"])["sub"] == "alice"
+
+
+# What a default `serve` leaves out, each resident in the idle bridge for nothing otherwise
+# (docs/benchmarks.md, Targets: < 30 MB idle RSS): the cluster's modules and nats-py (--nats,
+# --state nats), the state file's (--state), the metrics listener's (--metrics), the other
+# commands', and the idna codec that uvloop would use for a str host (net/server.py, listen_hosts).
+_SERVE_LEAVES_OUT = {
+    "": (
+        "nats",
+        "clientmcp_fast.net.nats",
+        "clientmcp_fast.net.nats_state",
+        "clientmcp_fast.net.nkeys",
+        "clientmcp_fast.state",
+        "sqlite3",
+        "clientmcp_fast.metrics",
+        "prometheus_client",
+        "clientmcp_fast.workers",
+        "clientmcp_fast.health",
+        "clientmcp_fast.demo",
+        "clientmcp_fast.client",
+        "encodings.idna",
+    ),
+    # The same names are imported when their option asks for them: the list names real modules.
+    "--state": ("clientmcp_fast.state", "sqlite3"),
+    "--metrics": ("clientmcp_fast.metrics", "prometheus_client"),
+}
+
+
+def imported_by_serve(serve, *flags: str) -> set[str]:
+    """The modules a venv `serve` with `flags` imported by the time it answered /healthz (-X importtime)."""
+    port = free_port()
+    command = [sys.executable, "-X", "importtime", "-m", "clientmcp_fast"]
+    served = serve(["serve", "--host", "127.0.0.1", "--port", str(port), *flags], port, command)
+    served.stop()  # -X importtime writes each import as it ends, whatever the exit
+    lines = served.process.stderr.read().splitlines()
+    return {line.rpartition("|")[2].strip() for line in lines if line.startswith("import time:")}
+
+
+def test_a_default_serve_imports_no_cluster_state_or_metrics_module(serve):
+    """No --nats, --state or --metrics: none of their modules is imported, nor the idna codec."""
+    imported = imported_by_serve(serve)
+    assert {"clientmcp_fast.net.server", "uvloop", "msgspec"} <= imported  # the list is the real one
+    assert sorted(imported & set(_SERVE_LEAVES_OUT[""])) == []
+
+
+def test_the_modules_a_default_serve_leaves_out_come_with_their_options(serve, tmp_path):
+    """--state FILE imports sqlite3 and --metrics prometheus_client: the names above are the real ones."""
+    with_state = imported_by_serve(serve, "--state", str(tmp_path / "state.db"))
+    with_metrics = imported_by_serve(serve, "--metrics", f"127.0.0.1:{free_port()}")
+    assert set(_SERVE_LEAVES_OUT["--state"]) <= with_state
+    assert set(_SERVE_LEAVES_OUT["--metrics"]) <= with_metrics
+    assert "encodings.idna" in with_metrics  # uvloop's, for the metrics listener's str host
+    for name in (
+        "nats",
+        "clientmcp_fast.net.nats",
+        "clientmcp_fast.net.nats_state",
+        "clientmcp_fast.net.nkeys",
+    ):
+        assert importlib.util.find_spec(name) is not None, name
