@@ -201,11 +201,13 @@ class Server:
 
     async def run(self) -> None:
         """Serve until SIGTERM or SIGINT, then shut down gracefully (docs/protocol.md, Shutdown)."""
-        await self.start()
         stop = self.loop.create_future()
+        # Before the listeners open: a signal sent as soon as /healthz answers (while the metrics
+        # listener or NATS still start) must stop gracefully too, not kill with the default action.
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
         try:
+            await self.start()
             await stop
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
