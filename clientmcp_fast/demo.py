@@ -220,6 +220,10 @@ def demo_settings(env: Mapping[str, str], flags: argparse.Namespace | None = Non
 
 async def _demo(settings: Settings, python_app: bool, page_port: int | None) -> None:
     loop = asyncio.get_running_loop()
+    # Before anything listens: Ctrl-C or SIGTERM while the demo starts is a graceful stop too.
+    stop = loop.create_future()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
     server = Server(settings, loop)
     await server.start()
     address = address_text(reachable_host(settings.host), server.port)
@@ -262,9 +266,6 @@ async def _demo(settings: Settings, python_app: bool, page_port: int | None) -> 
         "Ctrl-C stops the demo.",
         flush=True,
     )
-    stop = loop.create_future()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
     await stop
     if app is not None:
         await app.close()
