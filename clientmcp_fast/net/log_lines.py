@@ -108,7 +108,7 @@ class CallLog(BridgeCallLog):
             tool = getattr(call, "tool", None)
             modern = getattr(call, "modern", False)
             streamed = getattr(call, "streaming", False)
-        if tool is not None and tool.__class__ is not str:
+        if tool is not None and type(tool) is not str:
             tool = tool.name  # a Tool, or the name asked for when there was none
         texts = self._texts
         who = texts.get(client_id)
