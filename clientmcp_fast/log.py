@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from clientmcp_fast._pure.routing import origin_form
+from clientmcp_fast.core.bridge import CallLog as BridgeCallLog
 from clientmcp_fast.core.counters import OUTCOMES
 from clientmcp_fast.net.log_lines import CallLog, stamp, text_value
 
@@ -126,7 +127,7 @@ def call_log(schedule: Callable[[Callable[[], None]], object]) -> CallLog | _Cal
     return _CallRecords()  # handlers set by someone else: a record per line, as event() makes
 
 
-class _CallRecords:
+class _CallRecords(BridgeCallLog):
     """The `call` events as logging records, for handlers the bridge did not set (an embedding program's)."""
 
     def ended(self, call: object, outcome: int, seconds: float) -> None:

@@ -7,6 +7,10 @@ from clientmcp_fast.core.counters cimport Counters
 from clientmcp_fast.core.tokens cimport TokenVerifier
 
 
+cdef class CallLog:
+    cpdef ended(self, call, Py_ssize_t outcome, double seconds)
+
+
 cdef class Bridge:
     cdef public object limits
     cdef public TokenVerifier verifier
@@ -25,7 +29,7 @@ cdef class Bridge:
     cdef public set _announcing
     cdef public object directory
     cdef public Counters counters
-    cdef public object call_log
+    cdef public CallLog call_log
 
     cpdef complete(self, Call call, result, Py_ssize_t shape)
     cpdef start_call(self, app, tool, arguments, Call call, now)

@@ -53,11 +53,19 @@ class NotificationStream(Protocol):
         """The bridge ends the stream on its own (shutdown)."""
 
 
-class CallLog(Protocol):
-    """Where each finished tools/call is told, for its log line (clientmcp_fast/net/log_lines.py writes them)."""
+class CallLog:
+    """Where each finished tools/call is told, for its log line (clientmcp_fast/net/log_lines.py writes them).
+
+    A base class rather than a Protocol, so that compiled, the bridge's call per call is a C
+    call: the net layer's `CallLog` derives from it, and so do the records clientmcp_fast/log.py
+    makes for handlers it did not set.
+    """
+
+    __slots__ = ()
 
     def ended(self, call: object, outcome: int, seconds: float) -> None:
         """The call ended with `outcome` (core/counters.py) after `seconds`; 0 if it never reached an app."""
+        raise NotImplementedError
 
 
 class Bridge:

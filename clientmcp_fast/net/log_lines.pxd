@@ -2,18 +2,29 @@
 
 cimport cython
 
+from clientmcp_fast.core.agent_context cimport Context
+from clientmcp_fast.core.bridge cimport CallLog as BridgeCallLog
 
-@cython.locals(micros=Py_ssize_t, whole=Py_ssize_t, fraction=Py_ssize_t)
+
+@cython.locals(micros=Py_ssize_t, whole=Py_ssize_t)
 cpdef str seconds_text(double seconds)
 
+cdef Py_ssize_t _micros(double seconds)
 
-cdef class CallLog:
+@cython.locals(millis=Py_ssize_t, second=Py_ssize_t)
+cpdef str stamp(double now)
+
+
+cdef class CallLog(BridgeCallLog):
     cdef public object _schedule
     cdef public object _stream
     cdef public bint _json
     cdef public list _pending
     cdef public dict _texts
 
+    @cython.locals(context=Context, modern=bint, streamed=bint, texts=dict, pending=list, micros=Py_ssize_t,
+                   whole=Py_ssize_t, who=str, what=str, ending=str)
     cpdef ended(self, call, Py_ssize_t outcome, double seconds)
+    @cython.locals(pending=list, start=str)
     cpdef flush(self)
     cpdef str _text(self, value)

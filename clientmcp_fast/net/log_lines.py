@@ -11,7 +11,10 @@ import json
 import re
 import time
 from collections.abc import Callable
+from time import time as _time
 
+from clientmcp_fast.core.agent_context import Context
+from clientmcp_fast.core.bridge import CallLog as BridgeCallLog
 from clientmcp_fast.core.counters import OUTCOMES
 
 # A text value is quoted as a JSON string when it is empty or holds a space, a quote, `=`,
@@ -35,11 +38,15 @@ def text_value(value: object) -> str:
 
 def seconds_text(seconds: float) -> str:
     """A call's duration in a text line: seconds to the microsecond, six decimals, as `.6f` writes them."""
-    # From whole microseconds: compiled, two C integers' text costs a fifth of a float's format.
-    micros = int(seconds * 1_000_000 + 0.5)
+    micros = _micros(seconds)
     whole = micros // 1_000_000
-    fraction = micros - whole * 1_000_000
-    return f"{whole}.{fraction:06d}"
+    return f"{whole}.{micros - whole * 1_000_000:06d}"
+
+
+def _micros(seconds: float) -> int:
+    """A duration in whole microseconds, rounded half up, as `.6f` rounds it."""
+    # Compiled, two C integers' text from these costs a fifth of a float's format.
+    return int(seconds * 1_000_000 + 0.5)
 
 
 _second = -1
@@ -50,19 +57,29 @@ _MILLIS = tuple(f".{milli:03d}Z" for milli in range(1000))  # a line's end of st
 def stamp(now: float) -> str:
     """A line's timestamp: UTC, to the millisecond; the date and time are made once a second."""
     global _second, _prefix
-    second, milli = divmod(int(now * 1000), 1000)
+    millis = int(now * 1000)
+    second = millis // 1000
     if second != _second:
         _second = second
         _prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-    return _prefix + _MILLIS[milli]
+    return _prefix + _MILLIS[millis - second * 1000]
 
 
-class CallLog:
+# A text line's words after the client ID and tool name, made once: the era's and, by outcome,
+# the outcome's and whether the call was streamed.
+_LEGACY = " era=legacy seconds="
+_MODERN = " era=modern seconds="
+_ENDINGS = tuple(f" outcome={outcome} streamed=False\n" for outcome in OUTCOMES)
+_STREAMED_ENDINGS = tuple(f" outcome={outcome} streamed=True\n" for outcome in OUTCOMES)
+
+
+class CallLog(BridgeCallLog):
     """The `call` lines of one loop turn, written together once the turn's other work is done.
 
-    At `info`, the default level, every call has its line: one write and one flush per turn
-    rather than per call, and each client ID's and tool name's text made once (a memo), keep
-    it a small share of the call's own work (docs/operations.md, Log events).
+    At `info`, the default level, every call has its line. To keep it a small share of the
+    call's own work (docs/operations.md, Log events): a line's text is made when its call ends,
+    all but its start (the stamp), which the lines of a turn share; each client ID's and tool
+    name's text is made once (a memo); and the lines of a turn take one write and one flush.
     """
 
     __slots__ = ("_schedule", "_stream", "_json", "_pending", "_texts")
@@ -71,52 +88,65 @@ class CallLog:
         self._schedule = schedule  # the loop's call_soon
         self._stream = stream  # a text stream: the log handler's
         self._json = json_lines
-        self._pending: list[tuple] = []
+        # This turn's lines, each without its start: the stamp (text) or `{"timestamp": "` and
+        # the stamp (JSON), the same for every line of the turn, which `flush` puts before each.
+        self._pending: list[str] = []
         self._texts: dict[object, str] = {}
 
     def ended(self, call: object, outcome: int, seconds: float) -> None:
         """A tools/call was answered: its line is written at the end of this turn (unless its `log_line` is false)."""
-        if not getattr(call, "log_line", True):
-            return
+        if isinstance(call, Context):  # an agent's call, as nearly every one is: compiled, read in C
+            context = call
+            client_id = context.client_id
+            tool = context.tool
+            modern = context.modern
+            streamed = context.streaming
+        else:
+            if not getattr(call, "log_line", True):
+                return
+            client_id = getattr(call, "client_id", None)
+            tool = getattr(call, "tool", None)
+            modern = getattr(call, "modern", False)
+            streamed = getattr(call, "streaming", False)
+        if tool is not None and type(tool) is not str:
+            tool = tool.name  # a Tool, or the name asked for when there was none
+        texts = self._texts
+        who = texts.get(client_id)
+        if who is None:
+            who = self._text(client_id)
+        what = texts.get(tool)
+        if what is None:
+            what = self._text(tool)
         pending = self._pending
         if not pending:
             self._schedule(self.flush)
-        tool = getattr(call, "tool", None)  # a Tool, or the name asked for when there was none
-        pending.append((
-            getattr(call, "client_id", None),
-            tool if tool is None or tool.__class__ is str else tool.name,
-            getattr(call, "modern", False),
-            seconds,
-            outcome,
-            getattr(call, "streaming", False),
-        ))  # fmt: skip
+        if self._json:
+            pending.append(
+                f'", "level": "info", "event": "call", "client_id": {who}, "tool": {what}, '
+                f'"era": "{"modern" if modern else "legacy"}", "seconds": {round(seconds, 6)!r}, '
+                f'"outcome": "{OUTCOMES[outcome]}", "streamed": {"true" if streamed else "false"}}}\n'
+            )
+        else:
+            # The duration's digits as seconds_text writes them, straight into the line.
+            micros = _micros(seconds)
+            whole = micros // 1_000_000
+            ending = (_STREAMED_ENDINGS if streamed else _ENDINGS)[outcome]
+            pending.append(
+                f" info call client_id={who} tool={what}{_MODERN if modern else _LEGACY}"
+                f"{whole}.{micros - whole * 1_000_000:06d}{ending}"
+            )
 
     def flush(self) -> None:
         """Write the lines of the calls ended since the last flush (never their arguments, results or tokens)."""
-        pending, self._pending = self._pending, []
+        pending = self._pending
         if not pending:
             return
-        when = stamp(time.time())
-        known, text = self._texts.get, self._text  # known: never an empty text, so `or` reads it
-        json_lines = self._json
-        lines = []
-        for client_id, tool, modern, seconds, outcome, streamed in pending:
-            who = known(client_id) or text(client_id)
-            what = known(tool) or text(tool)
-            era = "modern" if modern else "legacy"
-            if json_lines:
-                lines.append(
-                    f'{{"timestamp": "{when}", "level": "info", "event": "call", "client_id": {who}, '
-                    f'"tool": {what}, "era": "{era}", "seconds": {round(seconds, 6)!r}, '
-                    f'"outcome": "{OUTCOMES[outcome]}", "streamed": {"true" if streamed else "false"}}}\n'
-                )
-            else:
-                lines.append(
-                    f"{when} info call client_id={who} tool={what} era={era} seconds={seconds_text(seconds)} "
-                    f"outcome={OUTCOMES[outcome]} streamed={'True' if streamed else 'False'}\n"
-                )
+        self._pending = []
+        start = stamp(_time())
+        if self._json:
+            start = '{"timestamp": "' + start
         stream = self._stream
-        stream.write("".join(lines))
+        stream.write(start + start.join(pending))  # each line after its start, in one write
         stream.flush()
 
     def _text(self, value: object) -> str:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 
+from clientmcp_fast import log
+from clientmcp_fast.core.agent_context import Context
 from clientmcp_fast.core.counters import OUTCOMES, RESULT, TIMEOUT, UNKNOWN_TOOL
+from clientmcp_fast.core.register import Tool as RegisteredTool
 from clientmcp_fast.net import log_lines
 from clientmcp_fast.net.log_lines import CallLog, seconds_text, stamp
+from tests.core.fakes import make_bridge
 
 
 class Stream:
@@ -116,6 +121,132 @@ def test_json_lines_hold_the_event_fields():
     )
     assert (second["client_id"], second["tool"]) == (None, None)
     assert (second["outcome"], second["streamed"]) == ("offline", False)
+
+
+def agent_call(client_id: str, tool: object, modern: bool = False, streaming: bool = False) -> Context:
+    """An agent's call as the bridge ends it: a Context (compiled, its fields are read in C)."""
+    context = Context.__new__(Context)
+    context.client_id = client_id
+    context.tool = tool
+    context.modern = modern
+    context.streaming = streaming
+    return context
+
+
+def test_an_agents_call_has_the_same_line_as_any_call():
+    echo = RegisteredTool("echo", (), b'"echo"')
+    for json_lines in (False, True):
+        calls, stream, scheduled = make(json_lines)
+        calls.ended(agent_call("app-1", echo, modern=True, streaming=True), TIMEOUT, 30.0)
+        calls.ended(Call("app-1", Tool("echo"), modern=True, streaming=True), TIMEOUT, 30.0)
+        calls.ended(agent_call("app-2", "nosuch"), UNKNOWN_TOOL, 0.0)
+        calls.ended(Call("app-2", "nosuch"), UNKNOWN_TOOL, 0.0)
+        assert len(scheduled) == 1
+        scheduled.pop()()
+        first, second, third, fourth = stream.writes[0].splitlines()
+        assert first == second and third == fourth
+        if json_lines:
+            assert json.loads(first) | json.loads(third) == {
+                "timestamp": json.loads(first)["timestamp"],
+                "level": "info",
+                "event": "call",
+                "client_id": "app-2",
+                "tool": "nosuch",
+                "era": "legacy",
+                "seconds": 0.0,
+                "outcome": "unknown_tool",
+                "streamed": False,
+            }
+            assert json.loads(first)["streamed"] is True and json.loads(first)["seconds"] == 30.0
+        else:
+            assert first.split(" ", 1)[1] == (
+                "info call client_id=app-1 tool=echo era=modern seconds=30.000000 outcome=timeout streamed=True"
+            )
+            assert third.split(" ", 1)[1] == (
+                "info call client_id=app-2 tool=nosuch era=legacy seconds=0.000000 outcome=unknown_tool"
+                " streamed=False"
+            )
+
+
+def test_a_call_whose_line_another_instance_writes_has_none_here():
+    class Forwarded(Call):
+        log_line = False
+
+    calls, stream, scheduled = make()
+    calls.ended(Forwarded("app", Tool("echo")), RESULT, 0.5)
+    assert scheduled == [] and calls._pending == []
+    calls.flush()
+    assert stream.writes == []
+
+
+def test_the_memo_never_gives_one_clients_text_to_another():
+    for json_lines in (False, True):
+        calls, stream, scheduled = make(json_lines)
+        ids = ["alice", "bob", "a b", "alice", "echo", "bob", "a b"]
+        for client_id in ids:  # the memo holds each ID's text after its first line
+            calls.ended(agent_call(client_id, "echo"), RESULT, 0.0)
+        scheduled.pop()()
+        lines = stream.writes[0].splitlines()
+        if json_lines:
+            assert [(json.loads(line)["client_id"], json.loads(line)["tool"]) for line in lines] == [
+                (client_id, "echo") for client_id in ids
+            ]
+        else:
+            quoted = {"a b": '"a b"'}
+            assert [line.split(" ", 1)[1] for line in lines] == [
+                f"info call client_id={quoted.get(client_id, client_id)} tool=echo era=legacy"
+                " seconds=0.000000 outcome=result streamed=False"
+                for client_id in ids
+            ]
+
+
+def test_the_lines_of_a_turn_share_its_stamp_and_the_next_turn_has_its_own(monkeypatch):
+    for json_lines in (False, True):
+        monkeypatch.setattr(log_lines, "_time", iter([1700000000.25, 1700000001.5]).__next__)
+        calls, stream, scheduled = make(json_lines)
+        for _ in range(3):
+            calls.ended(Call("app", "echo"), RESULT, 0.0)
+        scheduled.pop()()
+        calls.ended(Call("app", "echo"), RESULT, 0.0)
+        scheduled.pop()()
+        first_turn, second_turn = stream.writes
+        if json_lines:
+            stamps = [json.loads(line)["timestamp"] for line in first_turn.splitlines()]
+            assert json.loads(second_turn)["timestamp"] == "2023-11-14T22:13:21.500Z"
+        else:
+            stamps = [line.split(" ", 1)[0] for line in first_turn.splitlines()]
+            assert second_turn.startswith("2023-11-14T22:13:21.500Z info call ")
+        assert stamps == ["2023-11-14T22:13:20.250Z"] * 3
+        assert first_turn.endswith("\n") and first_turn.count("\n") == 3
+
+
+def test_with_handlers_the_bridge_did_not_set_each_call_is_a_record_at_once():
+    saved = (list(log.logger.handlers), log.logger.level, log.logger.propagate, log.debug_enabled)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    try:
+        log.logger.handlers[:] = [handler]  # an embedding program's handler, not configure()'s
+        log.logger.setLevel(logging.INFO)
+        bridge = make_bridge()
+        scheduled: list = []
+        bridge.call_log = log.call_log(scheduled.append)  # the bridge takes it, compiled too
+        bridge.refused_call(agent_call("app", "nosuch", modern=True), UNKNOWN_TOOL)
+        assert scheduled == []  # nothing is held back for the end of the turn
+        (record,) = records
+        assert (record.getMessage(), record.fields) == (  # type: ignore[attr-defined]
+            "call",
+            {
+                "client_id": "app",
+                "tool": "nosuch",
+                "era": "modern",
+                "seconds": 0.0,
+                "outcome": "unknown_tool",
+                "streamed": False,
+            },
+        )
+    finally:
+        log.logger.handlers[:], log.logger.level, log.logger.propagate, log.debug_enabled = saved
 
 
 def test_the_memo_of_texts_stays_bounded():
