@@ -85,10 +85,11 @@ def _array(items: list[bytes]) -> bytes:
 def _direct_writer(nc: Any) -> Any:
     """nats-py's stream writer if PUBs written to it now keep their order and it is not backed up; else None."""
     writer = getattr(getattr(nc, "_transport", None), "_io_writer", None)  # TCP and TLS, not WebSocket
-    if writer is None or getattr(nc, "_pending", None) != []:
-        return None  # nats-py has commands of its own queued: ours go after them, through it
+    bound = getattr(nc, "_max_pending_size", None)
+    if writer is None or type(bound) is not int or getattr(nc, "_pending", None) != []:
+        return None  # not the nats-py we know; or it has commands of its own queued: ours go after them
     # Backed up: nats-py's publish then waits for the socket to drain, which bounds the buffer.
-    if writer.transport.get_write_buffer_size() > nc._max_pending_size:
+    if writer.transport.get_write_buffer_size() > bound:
         return None
     return writer
 

@@ -700,6 +700,29 @@ async def test_the_installed_nats_py_lets_the_hop_skip_its_tasks(cluster):
         assert bridge.call(lambda s: _direct_writer(s.cluster.nc) is not None)
 
 
+def test_a_nats_py_without_the_internals_gets_the_public_way():
+    """Any of the internals the hop reads missing or of another kind: no direct write, and no error."""
+    from clientmcp_fast.net.nats import _direct_writer
+
+    class Writer:
+        transport = type("Transport", (), {"get_write_buffer_size": lambda self: 0})()
+
+    def connection(**internals: Any) -> Any:
+        fields = {
+            "_transport": type("T", (), {"_io_writer": Writer()})(),
+            "_pending": [],
+            "_max_pending_size": 100,
+        }
+        fields.update(internals)
+        return type("Connection", (), {k: v for k, v in fields.items() if v is not None})()
+
+    assert _direct_writer(connection()) is not None  # the internals of the installed nats-py, faked
+    for missing in ("_transport", "_pending", "_max_pending_size"):
+        assert _direct_writer(connection(**{missing: None})) is None, missing
+    assert _direct_writer(connection(_pending=())) is None
+    assert _direct_writer(connection(_max_pending_size="2MB")) is None
+
+
 async def test_calls_cross_instances_through_nats_py_public_api_too(cluster, monkeypatch):
     """With a nats-py whose internals differ, the bus publishes and subscribes the public way."""
     from clientmcp_fast.net import nats as bus
