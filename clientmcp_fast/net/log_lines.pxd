@@ -6,10 +6,8 @@ from clientmcp_fast.core.agent_context cimport Context
 from clientmcp_fast.core.bridge cimport CallLog as BridgeCallLog
 
 
-@cython.locals(micros=Py_ssize_t, whole=Py_ssize_t)
+@cython.locals(micros=Py_ssize_t, whole=Py_ssize_t, fraction=Py_ssize_t)
 cpdef str seconds_text(double seconds)
-
-cdef Py_ssize_t _micros(double seconds)
 
 @cython.locals(millis=Py_ssize_t, second=Py_ssize_t)
 cpdef str stamp(double now)
@@ -22,8 +20,8 @@ cdef class CallLog(BridgeCallLog):
     cdef public list _pending
     cdef public dict _texts
 
-    @cython.locals(context=Context, modern=bint, streamed=bint, texts=dict, pending=list, micros=Py_ssize_t,
-                   whole=Py_ssize_t, who=str, what=str, ending=str)
+    @cython.locals(context=Context, modern=bint, streamed=bint, texts=dict, pending=list, who=str, what=str,
+                   ending=str)
     cpdef ended(self, call, Py_ssize_t outcome, double seconds)
     @cython.locals(pending=list, start=str)
     cpdef flush(self)

@@ -285,3 +285,17 @@ def test_a_duration_is_written_to_the_microsecond_as_a_float_format_would():
         text = seconds_text(seconds)
         fraction = text.partition(".")[2]
         assert len(fraction) == 6 and abs(float(text) - seconds) <= 0.5e-6 + 1e-12, (seconds, text)
+
+
+def test_a_lines_duration_is_the_one_seconds_text_writes():
+    calls, stream, scheduled = make()
+    durations = (0.0000006, 0.9999996, 1.2345675, 3600.000123)
+    for seconds in durations:
+        calls.ended(agent_call("app", "echo"), RESULT, seconds)
+    scheduled.pop()()
+    written = [line.partition(" seconds=")[2].partition(" ")[0] for line in stream.writes[0].splitlines()]
+    assert (
+        written
+        == [seconds_text(seconds) for seconds in durations]
+        == ["0.000001", "1.000000", "1.234568", "3600.000123"]
+    )
