@@ -517,6 +517,19 @@ def serve_group(
         serve.wait(5)
 
 
+def two_workers(nats_url: str, port: int, metrics: int, **env: str) -> contextlib.AbstractContextManager:
+    """`serve --workers 2 --nats URL` on `port` (`serve_group`), worker k's metrics on `metrics` + k."""
+    return serve_group(
+        "--workers",
+        "2",
+        "--nats",
+        nats_url,
+        CLIENTMCP_PORT=str(port),
+        CLIENTMCP_METRICS=f"127.0.0.1:{metrics}",
+        **env,
+    )
+
+
 def test_workers_above_one_without_nats_is_refused_in_one_line():
     done = subprocess.run(
         [sys.executable, "-m", "clientmcp_fast", "serve", "--workers", "2"],
@@ -589,14 +602,7 @@ def _scrape(port: int) -> dict[str, float]:
 async def test_each_worker_serves_its_metrics_on_the_metrics_port_plus_its_index(nats_server):
     """docs/operations.md, Workers: worker k on the port + k, each counting its own apps, kept on a restart."""
     port, metrics = _free_port(), _free_ports(2)
-    with serve_group(
-        "--workers",
-        "2",
-        "--nats",
-        nats_server.url,
-        CLIENTMCP_PORT=str(port),
-        CLIENTMCP_METRICS=f"127.0.0.1:{metrics}",
-    ) as serve:
+    with two_workers(nats_server.url, port, metrics) as serve:
 
         async def listening(*ports: int) -> None:
             give_up = time.monotonic() + WAIT

@@ -33,7 +33,7 @@ from test_cluster import (
     _free_ports,
     accepting,
     sees,
-    serve_group,
+    two_workers,
 )
 from test_revocation import (
     PROMPTLY,
@@ -213,15 +213,7 @@ async def on_every_worker(
 async def test_a_revoke_counts_on_every_worker_of_serve_workers_with_state_nats(nats_server):
     """`serve --workers 2 --state nats`: each worker follows the bucket; the revoked tokens are refused on both."""
     port, metrics = _free_port(), _free_ports(2)
-    with serve_group(
-        "--workers",
-        "2",
-        "--nats",
-        nats_server.url,
-        CLIENTMCP_PORT=str(port),
-        CLIENTMCP_METRICS=f"127.0.0.1:{metrics}",
-        CLIENTMCP_STATE=STATE,
-    ) as serve:
+    with two_workers(nats_server.url, port, metrics, CLIENTMCP_STATE=STATE) as serve:
         for each in (port, metrics, metrics + 1):  # both workers up, each having read the bucket
             await accepting(each, serve)
         target = ServeProcess.__new__(ServeProcess)
