@@ -237,7 +237,7 @@ def joined(loop: StepLoop, count: int) -> tuple[list[Server], Callable[[], None]
 
     Each is a `NatsCluster` (clientmcp_fast/net/nats.py) whose connection never publishes:
     what its directory sends in a turn waits in its batches, as in a real turn, and ending
-    the turn encodes them with the cluster's own `_payloads` and hands each payload to the
+    the turn encodes and signs them as `_flush` does and hands each payload to the
     others subscribed to its subject through their own `_deliver`, as nats-py's reader would. What
     nats-py and the nats-server do with a payload is theirs, not counted here.
     """
@@ -253,7 +253,7 @@ def joined(loop: StepLoop, count: int) -> tuple[list[Server], Callable[[], None]
         server = Server(settings, loop)
         cluster = NatsCluster(server, ("nats://127.0.0.1:4222",))
         # Fixed instance IDs: the counts do not depend on random subjects' lengths and hashes.
-        cluster.instance = cluster.directory.instance = f"{index:012x}"
+        cluster.instance = cluster.directory.instance = cluster.auth.sender = f"{index:012x}"
         cluster.nc = Connected()
         cluster._flush_due = True  # never scheduled: the harness publishes at the end of the turn
         server.cluster = cluster
@@ -285,8 +285,9 @@ def joined(loop: StepLoop, count: int) -> tuple[list[Server], Callable[[], None]
                             c for c in clusters if c is not sender and subscribed(c, subject)
                         ]
                     for payload in sender._payloads(subject, messages, Connected.max_payload):
+                        head, body = sender.auth.seal(subject, payload, time.time())  # as _flush does
                         for cluster in receivers:
-                            cluster._deliver(subject, payload)
+                            cluster._deliver(subject, head + body)
             loop.run_ready()
 
     for cluster in clusters:

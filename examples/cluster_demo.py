@@ -95,11 +95,14 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     try:
         nats_port = free_port()
-        nats_url = f"nats://127.0.0.1:{nats_port}"
+        # deploy/nats.conf lets only the instances on the bus: a password of this demo's own.
+        password = secrets.token_hex(32)
+        nats_url = f"nats://clientmcp:{password}@127.0.0.1:{nats_port}"
         nats_conf = str(DEPLOY / "nats.conf")
         nats = [program("nats-server"), "-c", nats_conf, "-a", "127.0.0.1", "-p", str(nats_port)]
+        nats_env = {**os.environ, "CLIENTMCP_NATS_PASSWORD": password}
         with open(folder / "nats.log", "w") as log:
-            processes.append(subprocess.Popen(nats, stdout=log, stderr=log))
+            processes.append(subprocess.Popen(nats, env=nats_env, stdout=log, stderr=log))
         wait_for("nats-server did not listen", lambda: listening(nats_port), processes)
         instance_ports = [free_port() for _ in range(INSTANCES)]
         env = {
@@ -138,7 +141,7 @@ def main():
         ports = ", ".join(str(p) for p in instance_ports)
         print(
             f"""\
-Three bridges (127.0.0.1 ports {ports}) joined through nats-server ({nats_url}),
+Three bridges (127.0.0.1 ports {ports}) joined through nats-server (127.0.0.1:{nats_port}, with a password),
 behind nginx on one port, without sticky sessions: any instance serves any request.
 
   apps connect to:   ws://127.0.0.1:{port}/connect

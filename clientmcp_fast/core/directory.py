@@ -36,6 +36,7 @@ with one warning.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
@@ -44,10 +45,9 @@ from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent_legacy import cancel_call
 from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.counters import (
-    BUSY,
     DISCONNECTED,
     NOT_REGISTERED,
-    SHUTTING_DOWN,
+    OUTCOMES,
     TIMEOUT,
     TOO_LARGE,
     UNKNOWN_TOOL,
@@ -65,42 +65,71 @@ if TYPE_CHECKING:
 # three is taken as gone, so its apps' calls fail within DEAD_AFTER + BEAT_EVERY seconds.
 BEAT_EVERY = 1.0
 DEAD_AFTER = 3.0
+# docs/scaling.md, Calls that never run late: an instance that sent no heartbeat for this long
+# (its loop stalled) may have been taken as gone by the others, which then failed their calls
+# to its apps; it starts over with them rather than run those calls. Half a beat under
+# DEAD_AFTER leaves time for the heartbeat it sends next to arrive before anyone gives up.
+STALLED_AFTER = DEAD_AFTER - BEAT_EVERY / 2
+# What one instance sends another in answer to a SYNC or a heartbeat (every state it holds)
+# goes at most this often per instance; what is asked meanwhile is sent once, when due.
+ANSWER_EVERY = 1.0
 
 # docs/scaling.md, Upgrades: raised by a change of the messages that an older release cannot
 # read (a field removed, moved or meaning something else), never by a field added at the end.
-WIRE_VERSION = 1
+# Version 2 signs every message (core/bus_auth.py) and never hears version 1, which did not.
+WIRE_VERSION = 2
 
 # Message kinds (the first element of every message tuple).
 STATE = 1  # (STATE, client_id, epoch, instance, tools_json | None, instructions | None, seq)
 GONE = 2  # (GONE, client_id, epoch, instance, seq)
-APP = 3  # (APP, from_instance, client_id, epoch, message): a call or cancel for the app
+# (APP, from_instance, client_id, epoch, message, timeout_ms, floor): a call or cancel for the
+# app; timeout_ms is the agent's instance's call timeout, floor the sequence of the latest SYNC
+# it applied from the app's instance (docs/scaling.md, Calls that never run late).
+APP = 3
 RESULT = 4  # (RESULT, client_id, call_id, result, has_result_type)
 ERROR = 5  # (ERROR, client_id, call_id, text, outcome): outcome as in core/counters.py
 BEAT = 6  # (BEAT, instance, wire_version)
-SYNC = 7  # (SYNC, instance, seq, wire_version): send me the state of your apps; forget what I sent before
+# (SYNC, instance, seq, wire_version, answer): forget what I said before; the states that
+# follow are what I hold now; with `answer`, send me yours the same way.
+SYNC = 7
 CANCEL = 8  # (CANCEL, client_id, request_id, session | None, instance): a legacy notifications/cancelled
 
-# docs/scaling.md, Upgrades: each kind's length as this release sends it, and in the oldest
-# layout of WIRE_VERSION 1, from releases that announced no version; the fields between get
-# defaults (`_fitted`).
-_LENGTH = {STATE: 7, GONE: 5, APP: 5, RESULT: 5, ERROR: 5, BEAT: 3, SYNC: 4, CANCEL: 5}
-_OLDEST_LENGTH = {STATE: 7, GONE: 5, APP: 5, RESULT: 5, ERROR: 4, BEAT: 2, SYNC: 3, CANCEL: 4}
-# An ERROR of the oldest layout has no outcome: it is read from its tool error's text (core/outcomes.py).
-_OUTCOME_OF_TEXT = {
-    outcomes.DISCONNECTED: DISCONNECTED,
-    outcomes.NOT_REGISTERED: NOT_REGISTERED,
-    outcomes.BUSY: BUSY,
-    outcomes.SHUTTING_DOWN: SHUTTING_DOWN,
-    outcomes.TOO_LARGE: TOO_LARGE,
+# docs/scaling.md, Bounds: every integer on the bus is in [0, MAX_INTEGER], so that adding one
+# to an epoch never leaves MessagePack's range; an instance's ID is a short name of its own.
+MAX_INTEGER = 1 << 62
+MAX_STRING = 1024
+_INSTANCE_NAME = re.compile(r"[0-9A-Za-z_-]{1,64}")
+_NAME = "instance"  # a field naming an instance: it becomes part of a subject
+_NONE = type(None)
+# Each kind's fields after the kind, as this release sends them; a message with fewer is
+# dropped as malformed, fields after them (a later release's) are ignored (Upgrades).
+_FIELDS: dict[int, tuple] = {
+    STATE: ((str,), (int,), _NAME, (bytes, _NONE), (str, _NONE), (int,)),
+    GONE: ((str,), (int,), _NAME, (int,)),
+    APP: (_NAME, (str,), (int,), (bytes,), (int,), (int,)),
+    RESULT: ((str,), (str,), (bytes,), (bool,)),
+    ERROR: ((str,), (str,), (str,), (int,)),
+    BEAT: (_NAME, (int,)),
+    SYNC: (_NAME, (int,), (int,), (bool,)),
+    CANCEL: ((str,), (bytes,), (bytes, _NONE), _NAME),
 }
-_OUTCOME_OF_PREFIX = (
-    ("Unknown tool: ", UNKNOWN_TOOL),
-    (outcomes.too_large_between_instances(0).partition("(over")[0], TOO_LARGE),
-    (outcomes.timed_out(1).partition(" within")[0], TIMEOUT),
-)
+
+# Why a bus message was dropped: the `reason` label of clientmcp_cluster_messages_dropped_total
+# (the NATS side finds the first four, the directory the last).
+DROP_REASONS = ("unsigned", "forged", "stale", "replayed", "malformed")
+MALFORMED = "malformed"
 
 # The other side checked the register against its own limit already.
 _ANY_NUMBER = 1 << 30
+
+# A connection's epoch starts above the wall-clock milliseconds of its instance's start times
+# 2**EPOCH_SHIFT, so that a restarted instance's connections are newer than its previous life's.
+EPOCH_SHIFT = 20
+
+
+def epoch_floor(wall_seconds: float) -> int:
+    """The first epoch of an instance started at `wall_seconds` (docs/scaling.md, Replacement)."""
+    return int(wall_seconds * 1000) << EPOCH_SHIFT
 
 
 class Bus(Protocol):
@@ -108,16 +137,6 @@ class Bus(Protocol):
 
     def send(self, subject: str, message: tuple) -> None:
         """Send one message to a subject; the bus may batch what is sent in one loop turn."""
-
-
-def _outcome_of(text: object) -> int:
-    """The outcome of an ERROR from a release that did not send it, read from its tool error's text."""
-    if not isinstance(text, str):
-        return DISCONNECTED
-    for prefix, outcome in _OUTCOME_OF_PREFIX:
-        if text.startswith(prefix):
-            return outcome
-    return _OUTCOME_OF_TEXT.get(text, DISCONNECTED)
 
 
 def subject_id(client_id: str) -> str:
@@ -182,7 +201,18 @@ class RemoteApp:
     def send_text(self, message: bytes) -> None:
         """A `call` or `cancel` the bridge wrote for this app: to its instance."""
         directory = self.directory
-        directory.bus.send(self.subject, (APP, directory.instance, self.client_id, self.epoch, message))
+        directory.bus.send(
+            self.subject,
+            (
+                APP,
+                directory.instance,
+                self.client_id,
+                self.epoch,
+                message,
+                directory.timeout_ms,
+                directory.floors.get(self.instance, 0),
+            ),
+        )
 
     def close(self, code: int, reason: str) -> None:
         """Replaced (or the bridge ends): its calls fail now; the connection is closed where it is."""
@@ -230,12 +260,16 @@ class ForwardedCall(Call):
 class Directory:
     """This instance's view of the cluster: whose app is where, and the calls crossing instances."""
 
-    def __init__(self, bridge: Bridge, bus: Bus, instance: str, prefix: str = "clientmcp") -> None:
+    def __init__(
+        self, bridge: Bridge, bus: Bus, instance: str, prefix: str = "clientmcp", first_epoch: int = 0
+    ) -> None:
         self.bridge = bridge
         self.bus = bus
         self.instance = instance
         self.prefix = prefix
-        self.clock = 0  # the Lamport clock of connection epochs
+        # The Lamport clock of connection epochs, from `epoch_floor` of the start time (Replacement).
+        self.clock = first_epoch
+        self.timeout_ms = int(bridge.calls.timeout * 1000)  # sent with each call (Calls that never run late)
         self.claims: dict[str, tuple[int, str]] = {}  # client ID -> (epoch, instance) holding it
         self.local: dict[str, tuple[object, int]] = {}  # client ID -> (AppChannel, epoch) held here
         self.forwarded: dict[tuple[str, str], ForwardedCall] = {}
@@ -247,6 +281,14 @@ class Directory:
         # peer, the sequence of its latest SYNC; and the connections whose GONE came lately.
         self.seq = 0
         self.floors: dict[str, int] = {}
+        # docs/scaling.md, Calls that never run late: per instance this one gave up on, the
+        # sequence its next SYNC will have; a call from it sent before it applied that SYNC was
+        # failed there already, and is refused here.
+        self.required: dict[str, int] = {}
+        # Answers owed (instance -> whether to ask for one back) and when each was last sent.
+        self._owed: dict[str, bool] = {}
+        self._answered: dict[str, float] = {}
+        self.restarts = 0  # times this instance started over after its own stall (a metric)
         self.ended: dict[str, tuple[int, str, float]] = {}  # client ID -> (epoch, instance, until)
         # docs/scaling.md, Apps held elsewhere: how many remote apps' tool sets are kept here.
         self.kept = 0
@@ -256,9 +298,12 @@ class Directory:
         # docs/scaling.md, Upgrades: instances that announced another WIRE_VERSION (ignored), and
         # when a message too short for any release may be logged again.
         self.incompatible: dict[str, object] = {}
-        self._malformed_warn_at = -math.inf
+        # docs/scaling.md, Bounds: bus messages dropped, by reason, each reason logged once a minute.
+        self.dropped = dict.fromkeys(DROP_REASONS, 0)
+        self._drop_warn_at = dict.fromkeys(DROP_REASONS, -math.inf)
         self.connected = False
         self._beat_at = -math.inf
+        self._beat_sent = -math.inf
         self.now = 0.0
         bridge.directory = self
 
@@ -355,22 +400,37 @@ class Directory:
     # -- the bus ------------------------------------------------------------------------------
 
     def bus_up(self, now: float) -> None:
-        """Connected (again) to the bus: say who we are and what we hold."""
+        """Connected (again) to the bus: say who we are and what we hold, and ask the others for theirs."""
         self.connected = True
-        self._announce_all(self.beat_subject)
+        self._beat_sent = now
+        self._announce_all(self.beat_subject, True)
         self._beat_at = now + BEAT_EVERY
 
-    def _announce_all(self, subject: str) -> None:
+    def _announce_all(self, subject: str, answer: bool) -> None:
         """SYNC, then the state of every app held here, on one subject so that they arrive in this order.
 
-        Whoever receives the SYNC forgets what it knew of this instance's apps, and the states
-        that follow (in the same turn) say what is true now: an app that left while the bus was
-        down is gone everywhere, and calls this instance dropped meanwhile fail at once.
+        Whoever receives the SYNC forgets what it knew of this instance's apps and ends the
+        calls it made to them or ran for them, and the states that follow (in the same turn)
+        say what is true now: an app that left while the bus was down is gone everywhere, and
+        calls this instance dropped meanwhile fail at once. With `answer`, it sends its own the
+        same way (without asking back).
         """
         self.seq += 1
-        self.bus.send(subject, (SYNC, self.instance, self.seq, WIRE_VERSION))
+        self.bus.send(subject, (SYNC, self.instance, self.seq, WIRE_VERSION, answer))
         for client_id, (app, epoch) in list(self.local.items()):
             self._send_state(subject, client_id, app, epoch)
+
+    def _owe(self, instance: str, ask: bool, now: float) -> None:
+        """Send `instance` what we hold (a SYNC asking back with `ask`), at once or when ANSWER_EVERY allows."""
+        if now - self._answered.get(instance, -math.inf) >= ANSWER_EVERY:
+            self._answer(instance, ask, now)
+        else:  # docs/scaling.md, Bounds: what is asked meanwhile is sent once, when due
+            self._owed[instance] = ask or self._owed.get(instance, False)
+
+    def _answer(self, instance: str, ask: bool, now: float) -> None:
+        self._answered[instance] = now
+        self._owed.pop(instance, None)
+        self._announce_all(self.instance_subject(instance), ask)
 
     def bus_down(self) -> None:
         """The bus is gone: apps held elsewhere are unreachable (their calls fail), calls for ours are dropped."""
@@ -381,21 +441,32 @@ class Directory:
             self.bridge.abandon(call)
         self.forwarded.clear()
 
-    def receive(self, message: tuple, now: float) -> None:
-        """One message from the bus."""
+    def dropped_message(self, reason: str, now: float, detail: str = "") -> None:
+        """A bus message not taken (`reason` in DROP_REASONS): counted, and logged at most once a minute per reason."""
+        self.dropped[reason] += 1
+        if now >= self._drop_warn_at[reason]:
+            self._drop_warn_at[reason] = now + 60.0
+            logger.warning(
+                "cluster: dropped a bus message (%s%s); counted in clientmcp_cluster_messages_dropped_total, "
+                "said at most once a minute per reason (docs/scaling.md, Threat model)",
+                reason,
+                f": {detail}" if detail else "",
+            )
+
+    def receive(self, message: list, now: float, age: float = 0.0) -> None:
+        """One message from the bus, sent `age` seconds ago by its sender's clock."""
         self.now = now
         self.bridge.counters.now = now  # when a result or a departure in it ends a call
-        size = len(message)
-        kind = message[0] if size else 0
-        if size != _LENGTH.get(kind, size):  # another release's layout (a kind unknown here: ignored below)
-            message = self._fitted(message, kind, now)
-            if message is None:
-                return
+        if self.connected and now - self._beat_sent >= STALLED_AFTER:
+            self._start_over(now)  # before anything of the backlog a stall left is acted on
+        kind = self._checked(message, now)
+        if kind is None:
+            return
         incompatible = self.incompatible
         if kind == APP:
             if incompatible and message[1] in incompatible:
                 return
-            self._on_app_message(message[1], message[2], message[3], message[4], now)
+            self._on_app_message(message, now, age)
         elif kind == RESULT or kind == ERROR:
             app = self.bridge.apps.get(message[1])
             if type(app) is not RemoteApp:
@@ -447,57 +518,77 @@ class Directory:
             if instance == self.instance:
                 return
             version = message[2] if kind == BEAT else message[3]
-            if version != WIRE_VERSION or type(version) is not int:
+            if version != WIRE_VERSION:
                 self._incompatible(instance, version)
                 return
             known = instance in self.peers
-            self.peers[instance] = now
             if kind == SYNC:
                 if message[2] < self.floors.get(instance, 0):
                     return  # an older SYNC, delivered after a newer one (docs/scaling.md, Ordering)
+                self.peers[instance] = now
                 self.floors[instance] = message[2]
-                # It starts over (it joined, or its bus came back): what we knew of its apps is
-                # replaced by the states that follow; it learns ours.
+                # It starts over (it joined, its bus came back, or it answers ours): it forgot our
+                # apps and failed its calls to them, so the ones we run for it end too (the app
+                # gets `cancel`); what we knew of its apps is replaced by the states that follow.
                 self.silent.discard(instance)
-                self._forget_apps_of(instance)
-                subject = self.instance_subject(instance)
-                for client_id, (app, epoch) in list(self.local.items()):
-                    self._send_state(subject, client_id, app, epoch)
-            elif instance in self.silent:
+                self._abandon_calls_from(instance)
+                self._forget_apps_of(instance, message[2])
+                if message[4]:
+                    self._owe(instance, False, now)
+                return
+            self.peers[instance] = now
+            if instance in self.silent:
                 # An instance we had taken as gone, which dropped our calls to its apps and
                 # cancelled its calls here: each side starts over with the other's whole state.
                 self.silent.discard(instance)
-                self._announce_all(self.instance_subject(instance))
+                self._owe(instance, True, now)
             elif not known:
-                # Never heard of (it joined before us, and holds no app that told us of it): it
-                # lost nothing of ours, so a SYNC, which fails calls in flight, is not due; it
-                # learns what we hold.
-                subject = self.instance_subject(instance)
-                for client_id, (app, epoch) in list(self.local.items()):
-                    self._send_state(subject, client_id, app, epoch)
+                # Never heard of (its SYNC did not reach us): it learns what we hold. A SYNC,
+                # which fails calls in flight, is not due: it lost nothing of ours.
+                self._owe_states(instance, now)
 
-    def _fitted(self, message: list, kind: int, now: float) -> list | None:
-        """A message in another release's layout, as this one reads it; None when no release sends it so short."""
+    def _owe_states(self, instance: str, now: float) -> None:
+        """The states of our apps to an instance that lost nothing of ours, within ANSWER_EVERY."""
+        if now - self._answered.get(instance, -math.inf) < ANSWER_EVERY:
+            return  # answered within the second: it has them
+        self._answered[instance] = now
+        subject = self.instance_subject(instance)
+        for client_id, (app, epoch) in list(self.local.items()):
+            self._send_state(subject, client_id, app, epoch)
+
+    def _checked(self, message: list, now: float) -> int | None:
+        """The kind of a message whose fields are all of their types and bounds; None if it is to be ignored."""
         size = len(message)
-        if size > _LENGTH[kind]:
-            return message  # fields a newer release added at the end: ignored
-        if size < _OLDEST_LENGTH[kind]:
-            if now >= self._malformed_warn_at:  # a line a minute at most, whoever sends them
-                self._malformed_warn_at = now + 60.0
-                logger.warning(
-                    "cluster: a message of kind %d has %d fields, fewer than any release sends: dropped",
-                    kind,
-                    size,
-                )
+        kind = message[0] if size else None
+        if type(kind) is not int:
+            self.dropped_message(MALFORMED, now, "no kind")
             return None
-        fitted = list(message)
-        if kind == ERROR:
-            fitted.append(_outcome_of(fitted[3]))
-        elif kind == BEAT or kind == SYNC:
-            fitted.append(1)  # no version: a release from before it was announced, of version 1
-        elif kind == CANCEL:
-            fitted.append(None)  # no sender: a release from before it was named, of version 1 too
-        return fitted
+        fields = _FIELDS.get(kind)
+        if fields is None:
+            return None  # a kind of a later release (docs/scaling.md, Upgrades)
+        if size <= len(fields):
+            self.dropped_message(MALFORMED, now, f"a message of kind {kind} with {size} fields")
+            return None
+        for index, allowed in enumerate(fields, 1):
+            value = message[index]
+            of = type(value)
+            if allowed is _NAME:
+                good = of is str and _INSTANCE_NAME.fullmatch(value) is not None
+            elif of not in allowed:
+                good = False
+            elif of is int:
+                good = 0 <= value <= MAX_INTEGER
+            elif of is str:
+                good = len(value) <= MAX_STRING or (kind == STATE and index == 5)  # instructions
+            else:
+                good = True
+            if not good:
+                self.dropped_message(MALFORMED, now, f"field {index} of a message of kind {kind}")
+                return None
+        if kind == ERROR and message[4] >= len(OUTCOMES):
+            self.dropped_message(MALFORMED, now, "an outcome no release has")
+            return None
+        return kind
 
     def _incompatible(self, instance: object, version: object) -> None:
         """An instance announced another WIRE_VERSION: it is ignored from now on, with one warning."""
@@ -588,14 +679,34 @@ class Directory:
             app.kept = False
             self.kept -= 1
 
-    def _on_app_message(self, origin: str, client_id: str, epoch: int, data: bytes, now: float) -> None:
-        message = _decode_forwarded(data)
-        if message.type == "cancel":
-            call = self.forwarded.pop((origin, message.id), None)
+    def _on_app_message(self, message: list, now: float, age: float) -> None:
+        """A call or cancel for an app held here, from an agent's instance."""
+        origin, client_id, epoch = message[1], message[2], message[3]
+        try:
+            forwarded = _decode_forwarded(message[4])
+        except msgspec.DecodeError:
+            self.dropped_message(MALFORMED, now, "a call that is not one")
+            return
+        if forwarded.type == "cancel":
+            call = self.forwarded.pop((origin, forwarded.id), None)
             if call is not None:
                 self.bridge.abandon(call)
             return
-        call = ForwardedCall(self, origin, message.id, client_id)
+        call = ForwardedCall(self, origin, forwarded.id, client_id)
+        required = self.required.get(origin)
+        if origin not in self.peers or (required is not None and message[6] < required):
+            # docs/scaling.md, Calls that never run late: sent before its instance learned that we
+            # had started over with it (or from one we took as gone), which failed it already.
+            self.call_ended(call, DISCONNECTED)
+            call.call_error(outcomes.DISCONNECTED)
+            return
+        if required is not None:
+            del self.required[origin]  # it has applied our SYNC: its later calls carry that floor
+        timeout = message[5] / 1000
+        if age >= timeout:  # its agent was told of the timeout already
+            self.call_ended(call, TIMEOUT)
+            call.call_error(outcomes.timed_out(timeout))
+            return
         held = self.local.get(client_id)
         if held is None or held[1] != epoch:
             # The connection the agent's instance meant is gone (replaced or closed).
@@ -604,17 +715,21 @@ class Directory:
             return
         app = held[0]
         toolset = app.toolset  # type: ignore[attr-defined]
-        tool = toolset.tools.get(message.name) if toolset is not None else None
+        tool = toolset.tools.get(forwarded.name) if toolset is not None else None
         if tool is None:
             if toolset is None:
                 self.call_ended(call, NOT_REGISTERED)
                 call.call_error(outcomes.NOT_REGISTERED)
             else:
                 self.call_ended(call, UNKNOWN_TOOL)
-                call.call_error(f"Unknown tool: {message.name}")
+                call.call_error(f"Unknown tool: {forwarded.name}")
             return
-        self.forwarded[(origin, message.id)] = call
-        self.bridge.start_call(app, tool, bytes(message.arguments), call, now)  # type: ignore[arg-type]
+        arguments = forwarded.arguments
+        if arguments is msgspec.UNSET:
+            self.dropped_message(MALFORMED, now, "a call without arguments")
+            return
+        self.forwarded[(origin, forwarded.id)] = call
+        self.bridge.start_call(app, tool, bytes(arguments), call, now)  # type: ignore[arg-type]
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -623,8 +738,11 @@ class Directory:
         self.now = now
         if not self.connected:
             return
+        if now - self._beat_sent >= STALLED_AFTER:
+            self._start_over(now)
         if now >= self._beat_at:
             self._beat_at = now + BEAT_EVERY
+            self._beat_sent = now
             self.bus.send(self.beat_subject, (BEAT, self.instance, WIRE_VERSION))
         ended = self.ended
         while ended:
@@ -636,22 +754,54 @@ class Directory:
             if now - heard > DEAD_AFTER:
                 self.silent.add(instance)
                 self._peer_gone(instance)
+        if self._owed:
+            for instance, ask in list(self._owed.items()):
+                if now - self._answered.get(instance, -math.inf) >= ANSWER_EVERY:
+                    self._answer(instance, ask, now)
+
+    def _start_over(self, now: float) -> None:
+        """This instance was silent long enough to be taken as gone: every tie with the others starts again.
+
+        docs/scaling.md, Calls that never run late: the others may have failed the calls they
+        made to our apps and cancelled the ones ours made to theirs; so the calls we run for
+        them end (the app gets `cancel`), ours to their apps fail, a call of theirs sent before
+        they hear of this is refused, and a SYNC asks each for its state again.
+        """
+        self.restarts += 1
+        logger.warning(
+            "cluster: this instance sent no heartbeat for %.1f s (its event loop stalled?): the others may "
+            "have taken it as gone, so its calls between instances end and it joins again",
+            now - self._beat_sent,
+        )
+        for instance in list(self.peers):
+            self._peer_gone(instance)
+        self._beat_sent = now
+        self._announce_all(self.beat_subject, True)
 
     def _peer_gone(self, instance: str) -> None:
         """An instance stopped answering: its apps are offline here, their calls fail as disconnected."""
         self.peers.pop(instance, None)
         self.floors.pop(instance, None)
-        bridge = self.bridge
-        for key, call in list(self.forwarded.items()):
-            if key[0] == instance:  # its agents are gone with it: our apps get `cancel`
-                del self.forwarded[key]
-                bridge.abandon(call)
+        self._owed.pop(instance, None)
+        self._answered.pop(instance, None)
+        # Its calls sent before it hears our next SYNC are refused (Calls that never run late).
+        self.required[instance] = self.seq + 1
+        self._abandon_calls_from(instance)
         self._forget_apps_of(instance)
 
-    def _forget_apps_of(self, instance: str) -> None:
+    def _abandon_calls_from(self, instance: str) -> None:
+        """The calls we run for `instance`'s agents end: its agents were told already (the apps get `cancel`)."""
+        bridge = self.bridge
+        for key, call in list(self.forwarded.items()):
+            if key[0] == instance:
+                del self.forwarded[key]
+                bridge.abandon(call)
+
+    def _forget_apps_of(self, instance: str, before: int = MAX_INTEGER + 1) -> None:
+        """`instance`'s apps are offline here; those it stated after sequence `before` stay (a SYNC delivered late)."""
         bridge = self.bridge
         for client_id, app in list(bridge.apps.items()):
-            if type(app) is RemoteApp and app.instance == instance:
+            if type(app) is RemoteApp and app.instance == instance and app.seq < before:
                 if self.claims.get(client_id) == (app.epoch, instance):
                     del self.claims[client_id]
                 bridge.detach(app)

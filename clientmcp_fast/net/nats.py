@@ -16,11 +16,13 @@ import asyncio
 import os
 import re
 import secrets
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
-from clientmcp_fast.core.directory import WIRE_VERSION, Directory
+from clientmcp_fast.core.bus_auth import BusAuth, Refused
+from clientmcp_fast.core.directory import MALFORMED, WIRE_VERSION, Directory, epoch_floor
 from clientmcp_fast.log import logger
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ CONNECT_TIMEOUT_SECONDS = 2
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(list[list[Any]]).decode
 _ENVELOPE = 5  # an array header is at most 5 bytes
+_SEAL = 1 + 32 + 18 + 64  # core/bus_auth.py: the mark, the MAC, the header and the longest sender
 # Every message the protocol allows (4 MiB, docs/protocol.md, Register validation) passes a
 # NATS server whose max_payload is at least this; a lower one is warned of at start.
 WANTED_PAYLOAD = 8 * 1024 * 1024
@@ -141,7 +144,9 @@ class NatsCluster:
         self.loop = server.loop
         self.urls = list(urls)
         self.instance = secrets.token_hex(6)
-        self.directory = Directory(server.bridge, self, self.instance, prefix)
+        self.directory = Directory(server.bridge, self, self.instance, prefix, epoch_floor(time.time()))
+        settings = server.settings
+        self.auth = BusAuth(settings.secrets, settings.signing_secret, self.instance)
         self.nc: Any = None
         self._pending: dict[str, list[tuple]] = {}
         self._flush_due = False  # `_flush` is scheduled for the end of this turn
@@ -150,7 +155,7 @@ class NatsCluster:
         self._tick: asyncio.TimerHandle | None = None
         self._stopping = False
         self._refusal: str | None = None  # the last refusal of our credentials, said once
-        self._auth: dict[str, Any] = {}  # nats.connect's options for a creds file
+        self._creds: dict[str, Any] = {}  # nats.connect's options for a creds file
         self.reconnects = 0  # read by the metrics collector
         self.direct = True  # every subscription handed its messages without nats-py's task
 
@@ -181,18 +186,23 @@ class NatsCluster:
             self._publisher = self.loop.create_task(self._publish())
             return
         batches, self._pending = self._pending, {}
-        limit = nc.max_payload - _ENVELOPE
+        limit = nc.max_payload - _ENVELOPE - _SEAL
+        seal = self.auth.seal
+        now = time.time()
         parts: list[bytes] = []
-        size = 0
+        count = size = 0
         for subject, messages in batches.items():
-            head = f"PUB {subject} ".encode()
+            pub = f"PUB {subject} ".encode()
             for payload in self._payloads(subject, messages, limit):
-                parts += (head, b"%d\r\n" % len(payload), payload, b"\r\n")
-                size += len(payload)
+                head, body = seal(subject, payload, now)
+                length = len(head) + len(body)
+                parts += (pub, b"%d\r\n" % length, head, body, b"\r\n")
+                count += 1
+                size += length
         if parts:
             writer.writelines(parts)
             stats = nc.stats
-            stats["out_msgs"] += len(parts) // 4
+            stats["out_msgs"] += count
             stats["out_bytes"] += size
 
     async def _publish(self) -> None:
@@ -203,11 +213,12 @@ class NatsCluster:
                 nc = self.nc
                 if nc is None or not nc.is_connected:
                     continue  # dropped: peers learn from the heartbeats that we are gone
-                limit = nc.max_payload - _ENVELOPE
+                limit = nc.max_payload - _ENVELOPE - _SEAL
                 for subject, messages in batches.items():
                     for payload in self._payloads(subject, messages, limit):
+                        head, body = self.auth.seal(subject, payload, time.time())
                         try:
-                            await nc.publish(subject, payload)
+                            await nc.publish(subject, head + body)
                         except Exception as error:  # noqa: BLE001 - a lost connection, a full buffer
                             logger.warning("nats: publish to %s failed: %s", subject, error)
         finally:
@@ -247,7 +258,7 @@ class NatsCluster:
             raise ConfigError("--nats needs nats-py: pip install 'clientmcp-fast[nats]'") from None
         creds = os.environ.get("CLIENTMCP_NATS_CREDS")
         if creds:
-            self._auth = creds_options(creds)
+            self._creds = creds_options(creds)
         self._connector = self.loop.create_task(self._connect())
         self._tick = self.loop.call_later(TICK_SECONDS, self._on_tick)
 
@@ -267,7 +278,7 @@ class NatsCluster:
                     disconnected_cb=self._disconnected,
                     reconnected_cb=self._reconnected,
                     error_cb=self._error,
-                    **self._auth,
+                    **self._creds,
                 )
                 break
             except Exception as error:  # noqa: BLE001 - no server answers yet: try again
@@ -317,22 +328,32 @@ class NatsCluster:
             )
 
     def _deliver(self, subject: str, data: bytes) -> None:
-        """A NATS message's payload: each message in it, to the directory."""
-        try:
-            messages = _decode(data)
-        except msgspec.DecodeError:
-            logger.warning("nats: undecodable message on %s", subject)
-            return
-        now = self.loop.time()
+        """A NATS message's payload: if signed by an instance and fresh, each message in it, to the directory.
+
+        It must never raise: nats-py's read loop, which calls it, would end, and with it every
+        delivery, while the connection still looks up (docs/scaling.md, Bounds).
+        """
         directory = self.directory
+        now = self.loop.time()
+        try:
+            body, _, age = self.auth.open(subject, data, time.time())
+            messages = _decode(body)
+        except Refused as refused:
+            directory.dropped_message(refused.reason, now, f"on {subject}")
+            return
+        except (msgspec.DecodeError, RecursionError, MemoryError):  # nested past msgspec's depth, say
+            directory.dropped_message(MALFORMED, now, f"not MessagePack messages, on {subject}")
+            return
         for message in messages:
             try:
-                directory.receive(message, now)
+                directory.receive(message, now, age)
             except Exception:  # noqa: BLE001 - one bad message must not stop the others
-                logger.exception("nats: message on %s", subject)
+                directory.dropped_message(MALFORMED, now, f"it raised in the directory, on {subject}")
+                logger.debug("nats: message on %s", subject, exc_info=True)
 
     def _on_tick(self) -> None:
         self.directory.on_timer(self.loop.time())
+        self.auth.forget_quiet(time.time())
         self._tick = self.loop.call_later(TICK_SECONDS, self._on_tick)
 
     async def stop(self) -> None:

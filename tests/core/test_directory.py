@@ -21,9 +21,12 @@ from clientmcp_fast.core.counters import OUTCOMES, TOO_LARGE
 from clientmcp_fast.core.directory import (
     BEAT_EVERY,
     DEAD_AFTER,
+    MAX_INTEGER,
+    STALLED_AFTER,
     WIRE_VERSION,
     Directory,
     RemoteApp,
+    epoch_floor,
     subject_id,
 )
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
@@ -535,91 +538,94 @@ def test_past_the_bound_a_warning_is_logged_at_most_once_a_minute(captured_log):
     )
     app_online_at("app-1", NOW)  # kept
     assert warnings() == []
+    elapse(network, (a, b), NOW + 1)
     app_online_at("app-2", NOW + 1)
     assert warnings() == [line]
+    elapse(network, (a, b), NOW + 60.5)
     app_online_at("app-3", NOW + 60.5)  # within the minute of the first line: counted, not logged
     assert warnings() == [line] and b.directory.not_kept == 2
+    elapse(network, (a, b), NOW + 61)
     app_online_at("app-4", NOW + 61)  # a minute after it
     assert warnings() == [line, line] and b.directory.not_kept == 3
+    elapse(network, (a, b), NOW + 120)
     app_online_at("app-5", NOW + 120)
     assert warnings() == [line, line] and b.directory.not_kept == 4
 
 
 # -- docs/scaling.md, Upgrades: other releases' layouts, another wire version ---------------------------
 
-
-OLD_ERRORS = [
-    (outcomes.DISCONNECTED, "disconnected"),
-    (outcomes.NOT_REGISTERED, "not_registered"),
-    ("Unknown tool: echo", "unknown_tool"),
-    (outcomes.BUSY, "busy"),
-    (outcomes.SHUTTING_DOWN, "shutting_down"),
-    (outcomes.TOO_LARGE, "too_large"),
-    (outcomes.too_large_between_instances(1_048_576), "too_large"),
-    (outcomes.timed_out(30), "timeout"),
-    ("A text no release sends", "disconnected"),
-]
-
-
-@pytest.mark.parametrize(("text", "outcome"), OLD_ERRORS)
-def test_an_error_in_the_previous_layout_ends_the_call_with_the_outcome_its_text_says(text, outcome):
-    """The previous release sent (ERROR, client_id, call_id, text), without the outcome (added by
-    commit 817076c): the call ends with its text, counted by it."""
-    network, b, waiter, _, message = intercepted_call()  # an instance of the previous release answers
-    call_id = msgspec.json.decode(message[4])["id"]
-    old_error = [5, "app-1", call_id, text]
-    network.queue.append((None, b.directory.instance_subject("i1"), msgspec.msgpack.encode([old_error])))
-    network.pump()
-    assert waiter.events == [("error", text)]
-    index = OUTCOMES.index(outcome)
-    assert (
-        b.counters.outcomes()[index] == 1
-        and b.counters.forwarded[index] == 1
-        and sum(b.counters.forwarded) == 1
-    )
-    assert len(b.calls) == 0 and b.apps["app-1"].calls == {}
-
-
-def test_a_heartbeat_and_sync_without_a_wire_version_are_version_1s_and_its_states_are_applied():
-    network, (a,) = cluster(1)
-    a.directory.receive([7, "old", 1], NOW)  # (SYNC, instance, seq): no wire version
-    a.directory.receive(
-        [1, "app-1", 1, "old", b'[{"name":"one","inputSchema":{"type":"object"}}]', None, 2], NOW
-    )
-    a.directory.receive([6, "old"], NOW + 1)  # (BEAT, instance)
-    assert a.directory.peers == {"old": NOW + 1} and not a.directory.incompatible
-    assert list(a.apps["app-1"].toolset.tools) == ["one"]
-    a.directory.on_timer(NOW + 1 + DEAD_AFTER)  # still heard from: kept
-    assert "app-1" in a.apps
+TOOLS = b'[{"name":"one","inputSchema":{"type":"object"}}]'
 
 
 def test_fields_a_newer_release_added_at_the_end_are_ignored_and_so_are_unknown_kinds():
     network, (a,) = cluster(1)
-    tools = b'[{"name":"one","inputSchema":{"type":"object"}}]'
-    a.directory.receive([7, "new", 1, 1, "later"], NOW)
-    a.directory.receive([1, "app-1", 1, "new", tools, None, 2, {"later": True}], NOW)
-    a.directory.receive([6, "new", 1, "later"], NOW)
+    a.directory.receive([7, "new", 1, WIRE_VERSION, False, "later"], NOW)
+    a.directory.receive([1, "app-1", 1, "new", TOOLS, None, 2, {"later": True}], NOW)
+    a.directory.receive([6, "new", WIRE_VERSION, "later"], NOW)
     a.directory.receive([99, "a kind of a later release"], NOW)
-    a.directory.receive([], NOW)
     assert list(a.apps["app-1"].toolset.tools) == ["one"] and "new" in a.directory.peers
     a.directory.receive([2, "app-1", 1, "new", 3, "later"], NOW)  # GONE
     assert "app-1" not in a.apps
+    assert a.directory.dropped["malformed"] == 0
 
 
-def test_a_message_shorter_than_any_release_sends_is_dropped_with_a_line_a_minute(captured_log):
+def elapse(network, bridges, until, step=0.25):
+    """Run the bridges' directory timers every `step` seconds up to `until`, the bus delivering between."""
+    now = max(bridge.directory.now for bridge in bridges)
+    while now < until:
+        now = min(now + step, until)
+        for bridge in bridges:
+            bridge.directory.on_timer(now)
+        network.pump(now)
+
+
+MALFORMED_MESSAGES = {
+    "empty": [],
+    "kind not an integer": ["1", "app-1"],
+    "shorter than this release's": [1, "app-1", 1, "x"],
+    "an epoch past the bound": [1, "app-1", 2**64 - 1, "x", TOOLS, None, 2],
+    "a negative sequence": [2, "app-1", 1, "x", -1],
+    "a boolean for an integer": [6, "x", True],
+    "a list for a string": [1, ["app-1"], 1, "x", TOOLS, None, 2],
+    "nested lists": [6, [[[[[["x"]]]]]], WIRE_VERSION],
+    "an instance that is no name": [6, "x.>", WIRE_VERSION],
+    "an instance too long": [6, "x" * 65, WIRE_VERSION],
+    "a call that is not JSON": [3, "x", "app-1", 1, b"{", 1000, 0],
+    "an outcome no release has": [5, "app-1", "1", "text", 99],
+}
+
+
+@pytest.mark.parametrize("message", MALFORMED_MESSAGES.values(), ids=MALFORMED_MESSAGES.keys())
+def test_a_malformed_message_is_dropped_counted_and_changes_nothing(captured_log, message):
+    stream = captured_log("text")
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "echo")
+    a.directory.receive(message, NOW)
+    assert a.directory.dropped["malformed"] == 1
+    assert a.apps["app-1"] is channel and set(a.directory.peers) == {"i1"} and a.directory.clock < 2**62
+    (line,) = [line for line in stream.getvalue().splitlines() if "cluster:" in line]
+    assert "cluster: dropped a bus message (malformed: " in line
+    waiter = call(network, b)  # the cluster goes on
+    (sent,) = texts(link)
+    send(channel, {"type": "result", "id": sent["id"], "result": {"content": []}})
+    network.pump()
+    assert waiter.events == [("result", b'{"content":[]}', False)]
+
+
+def test_dropped_messages_are_logged_once_a_minute_per_reason(captured_log):
     stream = captured_log("text")
     network, (a,) = cluster(1)
-    a.directory.receive([1, "app-1", 1, "x"], NOW)  # a STATE without its tools, instructions, seq
-    a.directory.receive([2, "app-1"], NOW + 30)
-    assert "app-1" not in a.apps and not a.directory.peers
-    lines = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines()]
-    assert lines == ["warn cluster: a message of kind 1 has 4 fields, fewer than any release sends: dropped"]
+    for offset in (0, 1, 59):
+        a.directory.receive([1, "app-1"], NOW + offset)
+    a.directory.dropped_message("forged", NOW + 1)  # another reason: its own line
     a.directory.receive([2, "app-1"], NOW + 60)
-    assert (
-        stream.getvalue()
-        .splitlines()[-1]
-        .endswith("a message of kind 2 has 2 fields, fewer than any release sends: dropped")
-    )
+    lines = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines() if "dropped a bus" in line]
+    assert [line.split("(", 1)[1].split(":")[0].split(")")[0] for line in lines] == [
+        "malformed",
+        "forged",
+        "malformed",
+    ]
+    assert a.directory.dropped["malformed"] == 4 and a.directory.dropped["forged"] == 1
 
 
 @pytest.mark.parametrize("announce", ["beat", "sync"])
@@ -627,12 +633,13 @@ def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(capture
     stream = captured_log("text")
     network, (a, b) = cluster()
     channel, link = online(network, a, "app-1", "echo")
-    a.directory.receive([6, "future", 2] if announce == "beat" else [7, "future", 1, 2], NOW)
+    future = WIRE_VERSION + 1
+    a.directory.receive([6, "future", future] if announce == "beat" else [7, "future", 1, future, True], NOW)
     tools = b'[{"name":"two","inputSchema":{"type":"object"}}]'
     # Its claim on app-1, with a higher epoch: applied, it would close a's app with 4409.
-    a.directory.receive([1, "app-1", 99, "future", tools, None, 2], NOW)
+    a.directory.receive([1, "app-1", 2**61, "future", tools, None, 2], NOW)
     a.directory.receive([1, "app-2", 1, "future", tools, None, 3], NOW)
-    a.directory.receive([6, "future", 2], NOW + 1)
+    a.directory.receive([6, "future", future], NOW + 0.5)
     a.directory.receive(
         [
             3,
@@ -640,18 +647,21 @@ def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(capture
             "app-1",
             a.directory.local["app-1"][1],
             b'{"type":"call","id":"1","name":"echo","arguments":{}}',
+            60_000,
+            0,
         ],
         NOW,
     )
     a.directory.receive([8, "app-1", b"1", None, "future"], NOW)
     lines = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines() if "cluster:" in line]
     assert lines == [
-        "warn cluster: instance future speaks cluster wire version 2, this one 1: it is ignored and its apps "
-        "are not reachable from here; a cluster runs one wire version (docs/scaling.md, Upgrades)"
+        f"warn cluster: instance future speaks cluster wire version {future}, this one {WIRE_VERSION}: it is "
+        "ignored and its apps are not reachable from here; a cluster runs one wire version "
+        "(docs/scaling.md, Upgrades)"
     ]
     assert link.close() is None and a.apps["app-1"] is channel and "app-2" not in a.apps
     assert texts(link) == [] and not a.directory.forwarded
-    assert "future" not in a.directory.peers and a.directory.incompatible == {"future": 2}
+    assert "future" not in a.directory.peers and a.directory.incompatible == {"future": future}
     network.pump()
     assert list(b.apps["app-1"].toolset.tools) == ["echo"]  # a goes on with the instances of its version
 
@@ -665,7 +675,181 @@ def test_every_message_sent_announces_this_wire_version_where_it_is_read():
     a.directory.on_timer(NOW + BEAT_EVERY)
     a.directory.cancel_legacy("app-1", b"7", None)
     assert [m for m in sent if m[0] in (6, 7, 8)] == [
-        (7, "i0", a.directory.seq, WIRE_VERSION),
+        (7, "i0", a.directory.seq, WIRE_VERSION, True),
         (6, "i0", WIRE_VERSION),
         (8, "app-1", b"7", None, "i0"),
     ]
+
+
+# -- docs/scaling.md, Replacement and Calls that never run late: restarts and stalls ------------------
+
+
+def test_a_restarted_instance_s_new_connection_wins_over_its_previous_life_s(captured_log):
+    """a dies with its app (no GONE); a new a at once, whose clock starts from a later start time:
+    the app reconnecting to it holds the ID everywhere, before the old a is taken as gone."""
+    network, (a, b) = cluster()
+    # b started after a, and the Lamport clock carries its higher floor to a's connections.
+    b.directory.clock = epoch_floor(NOW + 5)
+    online(network, b, "app-0", "echo")
+    online(network, a, "app-1", "echo")
+    old = b.apps["app-1"]
+    assert type(old) is RemoteApp and old.epoch > epoch_floor(NOW + 5)
+    network.directories.remove(a.directory)  # killed: silent, no GONE
+    bridge = make_bridge(**QUIET)
+    bus = MemoryBus(network)
+    bus.directory = Directory(bridge, bus, "i2", first_epoch=epoch_floor(NOW + 6))
+    network.join(bus.directory)
+    bus.directory.bus_up(NOW + 0.1)
+    network.pump(NOW + 0.1)
+    channel, link = online(network, bridge, "app-1", "echo")  # 0.3 s after the crash
+    app = b.apps["app-1"]
+    assert type(app) is RemoteApp and app.instance == "i2" and app.epoch > old.epoch
+    waiter = call(network, b)
+    (sent,) = texts(link)
+    send(channel, {"type": "result", "id": sent["id"], "result": {"content": []}})
+    network.pump()
+    assert waiter.events == [("result", b'{"content":[]}', False)]
+
+
+def test_epochs_start_above_the_start_time_and_grow_with_it():
+    assert epoch_floor(NOW + 0.001) > epoch_floor(NOW) + 1000
+    assert epoch_floor(4_102_444_800.0) < MAX_INTEGER  # year 2100
+
+
+def stalled_with_a_call_on_the_way():
+    """b's call for a's app is on the way when a's loop stalls; b takes a as gone and fails the call."""
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "echo")
+    waiter = RecordingWaiter(False)
+    app = b.apps["app-1"]
+    b.start_call(app, app.toolset.tools["echo"], b"{}", waiter, NOW)  # to a's socket, unread: a stalls
+    held = list(network.queue)
+    network.queue.clear()
+    now = NOW
+    while not waiter.events:  # b runs on and hears nothing from a
+        now += 0.25
+        b.directory.on_timer(now)
+        held += network.queue
+        network.queue.clear()
+    assert waiter.events == [DISCONNECTED]
+    return network, a, b, channel, link, held, now
+
+
+def test_a_call_failed_while_its_app_s_instance_stalled_never_reaches_the_app(captured_log):
+    stream = captured_log("text")
+    network, a, b, channel, link, held, now = stalled_with_a_call_on_the_way()
+    resumed = now + 2.0
+    network.queue[:0] = held  # a resumes and reads its backlog first
+    network.pump(resumed)
+    assert texts(link) == [] and not a.directory.forwarded and len(a.calls) == 0
+    assert a.directory.restarts == 1
+    assert any("sent no heartbeat for" in line for line in stream.getvalue().splitlines())
+    elapse(network, (a, b), resumed + 2)  # the two start over: calls cross again
+    waiter = call(network, b, now=resumed + 2)
+    (sent,) = texts(link)
+    send(channel, {"type": "result", "id": sent["id"], "result": {"content": []}})
+    network.pump(resumed + 2)
+    assert waiter.events == [("result", b'{"content":[]}', False)]
+
+
+def test_a_call_already_running_when_its_instance_stalled_is_cancelled_at_the_app():
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "echo")
+    waiter = call(network, b)
+    (sent,) = texts(link)
+    a.directory.on_timer(NOW + STALLED_AFTER)  # a's timer runs again after a stall
+    assert texts(link) == [{"type": "cancel", "id": sent["id"]}] and not a.directory.forwarded
+    network.pump(NOW + STALLED_AFTER)  # a's SYNC: b fails its call at once
+    assert waiter.events == [DISCONNECTED]
+
+
+def test_a_stall_shorter_than_stalled_after_keeps_the_calls():
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "echo")
+    waiter = call(network, b)
+    (sent,) = texts(link)
+    a.directory.on_timer(NOW + STALLED_AFTER - 0.01)
+    network.pump(NOW + STALLED_AFTER - 0.01)
+    assert texts(link) == [] and a.directory.restarts == 0
+    send(channel, {"type": "result", "id": sent["id"], "result": {"content": []}})
+    network.pump(NOW + STALLED_AFTER - 0.01)
+    assert waiter.events == [("result", b'{"content":[]}', False)]
+
+
+def test_calls_held_back_past_a_peer_taken_as_gone_are_refused_when_the_bus_delivers_them():
+    """nats-server stalls: each instance takes the other as gone; what it held back is delivered after."""
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "echo")
+    waiter = RecordingWaiter(False)
+    app = b.apps["app-1"]
+    b.start_call(app, app.toolset.tools["echo"], b"{}", waiter, NOW)  # held in the stalled nats-server
+    held = list(network.queue)
+    network.queue.clear()
+    now = NOW
+    while now < NOW + DEAD_AFTER + 1:  # both loops run; the bus carries nothing
+        now += 0.25
+        for bridge in (a, b):
+            bridge.directory.on_timer(now)
+        held += network.queue
+        network.queue.clear()
+    assert waiter.events == [DISCONNECTED]
+    network.queue[:0] = held
+    network.pump(now)
+    assert texts(link) == [] and len(a.calls) == 0
+
+
+def test_a_call_that_arrives_past_its_timeout_is_dropped():
+    network, (a, b) = cluster(call_timeout=5.0)
+    channel, link = online(network, a, "app-1", "echo")
+    waiter = RecordingWaiter(False)
+    app = b.apps["app-1"]
+    b.start_call(app, app.toolset.tools["echo"], b"{}", waiter, NOW)
+    ((_, subject, payload),) = network.queue
+    network.queue.clear()
+    (message,) = msgspec.msgpack.decode(payload)
+    assert message[5] == 5000
+    a.directory.receive(message, NOW, age=5.0)  # held back 5 s on the way
+    assert texts(link) == [] and len(a.calls) == 0
+    a.directory.receive(message, NOW, age=4.9)
+    assert [m["type"] for m in texts(link)] == ["call"]
+
+
+def test_answers_to_syncs_are_sent_at_most_once_a_second_per_instance():
+    network, (a,) = cluster(1)
+    for index in range(3):
+        online(network, a, f"app-{index}", "echo")
+    sent = []
+    a.directory.bus = type(
+        "Bus", (), {"send": lambda self, subject, message: sent.append((subject, message))}
+    )()
+    for seq in range(1, 101):  # a hundred SYNCs asking for an answer within a second
+        a.directory.receive([7, "x", seq, WIRE_VERSION, True], NOW + seq / 1000)
+
+    def answers():
+        return [m[0] for subject, m in sent if subject == a.directory.instance_subject("x")]
+
+    assert answers() == [7, 1, 1, 1]  # one answer: a SYNC and the three states
+    a.directory.on_timer(NOW + 0.5)
+    assert answers() == [7, 1, 1, 1]
+    a.directory.on_timer(NOW + 1.001)  # the answer owed, once
+    assert answers() == [7, 1, 1, 1] * 2
+    a.directory.on_timer(NOW + 2.5)
+    assert answers() == [7, 1, 1, 1] * 2
+
+
+@pytest.mark.parametrize("phase", [0.0, 0.25, 0.5, 0.75, 0.99])
+def test_an_instance_is_taken_as_gone_two_to_three_and_a_quarter_seconds_after_it_dies(phase):
+    """docs/scaling.md, Failure detection: the times stated there, whatever the phase of its last beat."""
+    network, (a, b) = cluster()
+    online(network, a, "app-1", "echo")
+    now = NOW
+    killed = NOW + 10 + phase
+    while "app-1" in b.apps and now < killed + 10:
+        now = round(now + 0.25, 6)
+        if now < killed:
+            a.directory.on_timer(now)
+        elif a.directory in network.directories:
+            network.directories.remove(a.directory)  # SIGKILL: a says and hears nothing more
+        b.directory.on_timer(now)
+        network.pump(now)
+    assert 2.0 <= now - killed <= 3.25

@@ -746,9 +746,14 @@ async def test_calls_cross_instances_through_nats_py_public_api_too(cluster, mon
 
 async def test_a_backed_up_socket_hands_publishing_to_nats_py_and_order_is_kept():
     """Past nats-py's pending size in the socket's buffer, publish waits in nats-py; nothing overtakes it."""
+    from clientmcp_fast.core.bus_auth import BusAuth
     from clientmcp_fast.net.nats import NatsCluster
 
     written: list[tuple[str, list[Any]]] = []
+    reader = BusAuth((SECRET,), SECRET, "reader")
+
+    def opened(payload: bytes) -> list[Any]:
+        return msgspec.msgpack.decode(reader.open("s", payload, time.time())[0])
 
     class Writer:
         backlog = 0
@@ -764,7 +769,7 @@ async def test_a_backed_up_socket_hands_publishing_to_nats_py_and_order_is_kept(
             while data:  # PUB <subject> <size>\r\n<payload>\r\n, each
                 head, _, data = data.partition(b"\r\n")
                 size = int(head.split()[2])
-                written.append(("direct", msgspec.msgpack.decode(data[:size])))
+                written.append(("direct", opened(data[:size])))
                 data = data[size + 2 :]
 
     class Connection:
@@ -780,12 +785,13 @@ async def test_a_backed_up_socket_hands_publishing_to_nats_py_and_order_is_kept(
 
         async def publish(self, subject: str, payload: bytes) -> None:
             await self.drained.wait()
-            written.append(("nats-py", msgspec.msgpack.decode(payload)))
+            written.append(("nats-py", opened(payload)))
 
     bus = NatsCluster.__new__(NatsCluster)
     bus.loop = asyncio.get_running_loop()
     bus.nc = nc = Connection()
     bus._pending, bus._flush_due, bus._publisher = {}, False, None
+    bus.auth = BusAuth((SECRET,), SECRET, "x")
     writer = nc._transport._io_writer
 
     async def turn() -> None:
@@ -806,7 +812,8 @@ async def test_a_backed_up_socket_hands_publishing_to_nats_py_and_order_is_kept(
     bus.send("s", (4,))
     await turn()
     assert written == [("direct", [[1]]), ("nats-py", [[2]]), ("nats-py", [[3]]), ("direct", [[4]])]
-    assert nc.stats == {"out_msgs": 2, "out_bytes": 6}  # [[1]] and [[4]]: 3 bytes of MessagePack each
+    # [[1]] and [[4]]: 3 bytes of MessagePack each, signed with 52 (core/bus_auth.py, sender "x")
+    assert nc.stats == {"out_msgs": 2, "out_bytes": 110}
     nc._pending.append(b"PING\r\n")  # nats-py's own command queued: ours go after it, through it
     bus.send("s", (5,))
     await turn()

@@ -20,9 +20,11 @@ import msgspec
 import pytest
 import test_cluster
 from agents import OFFLINE, WAIT, eventually, sdk_agent
+from conftest import SECRET
 from test_cluster import gone, sees, text_of
 
 from clientmcp_fast.core.bridge import Bridge
+from clientmcp_fast.core.bus_auth import BusAuth
 from clientmcp_fast.core.directory import BEAT, STATE, WIRE_VERSION, Directory
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.register import parse_register
@@ -63,6 +65,7 @@ class ScriptedInstance:
             Limits(), TokenVerifier([b"a secret no token of these tests carries"]), lambda when: None
         )
         self.directory = Directory(bridge, self, name)
+        self.auth = BusAuth((SECRET,), SECRET, name)  # an instance holds the cluster's secret
         self.held: list[tuple[str, tuple]] = []
 
     def send(self, subject: str, message: tuple) -> None:
@@ -75,9 +78,10 @@ class ScriptedInstance:
         return taken
 
     async def publish(self, *items: tuple[str, tuple]) -> None:
-        """Each message as one NATS message, in this order, encoded as the NATS adapter does."""
+        """Each message as one NATS message, in this order, encoded and signed as the NATS adapter does."""
         for subject, message in items:
-            await self.nc.publish(subject, _encode([message]))
+            head, body = self.auth.seal(subject, _encode([message]), time.time())
+            await self.nc.publish(subject, head + body)
         await self.nc.flush()
 
     @contextlib.asynccontextmanager

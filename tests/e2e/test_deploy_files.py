@@ -10,6 +10,7 @@ The proxies' files are run by test_proxies.py.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -51,5 +52,53 @@ def test_the_cluster_compose_file_names_the_instances_its_nginx_site_balances():
     services = re.findall(r"^  (clientmcp-\d+): \*clientmcp$", compose, re.M)
     assert upstream == services == ["clientmcp-1", "clientmcp-2", "clientmcp-3"]
     assert "./nginx-cluster.conf:/etc/nginx/conf.d/default.conf:ro" in compose
-    assert "./nats.conf:/etc/nats/nats.conf:ro" in compose and "CLIENTMCP_NATS: nats://nats:4222" in compose
+    assert "./nats.conf:/etc/nats/nats.conf:ro" in compose
+    assert "CLIENTMCP_NATS: nats://clientmcp:${CLIENTMCP_NATS_PASSWORD" in compose
     assert (ROOT / "deploy" / "nats.conf").read_text().count("max_payload: 8MB") == 1
+
+
+def test_the_shipped_nats_conf_lets_only_the_instances_on_the_bus(tmp_path):
+    """deploy/nats.conf on a real nats-server: no password set, no server; anonymous clients refused."""
+    import asyncio
+
+    from natsserver import NATS_SERVER, free_port
+
+    nats = pytest.importorskip("nats")
+    conf = str(ROOT / "deploy" / "nats.conf")
+    env = {k: v for k, v in os.environ.items() if k != "CLIENTMCP_NATS_PASSWORD"}
+    refused = subprocess.run(
+        [NATS_SERVER, "-c", conf, "-t"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode != 0 and "CLIENTMCP_NATS_PASSWORD" in refused.stdout + refused.stderr
+    port = free_port()
+    server = subprocess.Popen(
+        [NATS_SERVER, "-c", conf, "-a", "127.0.0.1", "-p", str(port)],
+        env={**env, "CLIENTMCP_NATS_PASSWORD": "a-password-of-this-test"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    async def connect(url: str) -> str:
+        for _ in range(100):
+            try:
+                nc = await nats.connect(
+                    url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=1
+                )
+            except Exception as error:  # noqa: BLE001
+                if "onnect call failed" in str(error) or isinstance(error, ConnectionRefusedError):
+                    await asyncio.sleep(0.05)  # not listening yet
+                    continue
+                return str(error)
+            await nc.close()
+            return "accepted"
+        return "never listened"
+
+    try:
+        assert (
+            asyncio.run(connect(f"nats://clientmcp:a-password-of-this-test@127.0.0.1:{port}")) == "accepted"
+        )
+        assert "Authorization Violation" in asyncio.run(connect(f"nats://127.0.0.1:{port}"))
+        assert "Authorization Violation" in asyncio.run(connect(f"nats://clientmcp:wrong@127.0.0.1:{port}"))
+    finally:
+        server.kill()
+        server.wait(5)
