@@ -133,7 +133,7 @@ def shown_id(client_id: str) -> str:
 def shown_value(value: object) -> str:
     """A stored value as one short line of a message: as Python writes it (no newline gets through)."""
     if isinstance(value, bytes):
-        return f"a blob of {len(value)} bytes"
+        return f"a blob of {len(value)} byte{'' if len(value) == 1 else 's'}"
     if value is None:
         return "NULL"
     text = repr(value)
