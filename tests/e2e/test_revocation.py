@@ -354,7 +354,7 @@ async def test_revoke_and_token_take_the_state_file_as_a_flag(tmp_path):
     assert not (tmp_path / "env.db").exists()
 
 
-# -- the state file under faults (issue 37): the loop never waits for it ---------------------------
+# -- the state file under faults (docs/reliability.md, rows 10a-10c): the loop never waits for it ----
 
 
 class BridgeProcess:
