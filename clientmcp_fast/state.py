@@ -471,17 +471,18 @@ class GenerationFollower:
     async def start(self) -> None:
         """Read every generation (StoreError if the file cannot be used, or a row is bad), then follow."""
         try:
-            rows = await self._loop.run_in_executor(self._thread, self._load)
+            fresh = await self._loop.run_in_executor(self._thread, self._load)
         except BaseException:
             self._thread.shutdown(wait=False)
             raise
-        self.generations.replace(rows)  # before the bridge listens: nothing waits on the loop yet
+        self.generations.install(fresh)
         self.generations.attach(self._verifier)
         kept = sum(len(table) for table in self.generations.tables.values())
         logger.info("token generations kept in %s (%d raised)", self.path, kept)
         self._timer = self._loop.call_later(POLL_SECONDS, self._poll)
 
-    def _load(self) -> list[tuple[str, str, object]]:
+    def _load(self) -> dict[str, dict[str, int]]:
+        """The whole table, checked and made into the tables the verifier reads, in the store's thread."""
         store = SqliteStore(self.path)  # waits BUSY_TIMEOUT_SECONDS for a writer, as a revoke does
         try:
             rows = store.snapshot()
@@ -500,7 +501,7 @@ class GenerationFollower:
             store.close()
             raise
         self.store = store
-        return rows
+        return self.generations.compare(rows)[0]  # type: ignore[arg-type]
 
     def _poll(self) -> None:
         self._timer = None
