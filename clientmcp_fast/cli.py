@@ -262,11 +262,12 @@ def _with_store(path: str, flags: argparse.Namespace, work):  # work: Generation
     """`work(store)` on the state store `path` names; None after saying why it failed (exit 1).
 
     A store that cannot be opened is a bad setting (ConfigError, exit 2): a file that is not
-    one, NATS unreachable or without JetStream. One that opens and then fails (another writer
-    holding the file past the busy timeout, NATS lost) may work when run again.
+    one, NATS unreachable or without JetStream; so is a row whose generation is not one
+    (written by hand), which running again would not mend. One that opens and then fails
+    (another writer holding the file past the busy timeout, NATS lost) may work when run again.
     """
     from clientmcp_fast.config import nats_urls
-    from clientmcp_fast.state import StoreError, open_store
+    from clientmcp_fast.state import BadGenerationError, StoreError, open_store
 
     try:
         store = open_store(path, nats_urls(os.environ, flags))
@@ -274,6 +275,8 @@ def _with_store(path: str, flags: argparse.Namespace, work):  # work: Generation
         raise ConfigError(str(error)) from None
     try:
         return work(store)
+    except BadGenerationError as error:
+        raise ConfigError(str(error)) from None
     except StoreError as error:
         print(f"clientmcp: {error}", file=sys.stderr)
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from clientmcp_fast.core.tokens import ROLE_AGENT, ROLE_CLIENT, ROLES, TokenVerifier
+from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, ROLE_AGENT, ROLE_CLIENT, ROLES, TokenVerifier
 
 # The largest generation a store keeps: SQLite's INTEGER is 64 bits, signed.
 MAX_GENERATION = 2**63 - 1
@@ -52,6 +52,19 @@ class Generations:
         Rows of an unknown role, or whose generation is not a non-negative integer, are
         skipped: the store validates what it writes, and this is the last guard.
         """
+        fresh, changed = self.compare(rows)
+        self.install(fresh)
+        return changed
+
+    def compare(
+        self, rows: Iterable[tuple[str, str, int]], kept: Iterable[tuple[str, str]] = ()
+    ) -> tuple[dict[str, dict[str, int]], list[tuple[str, str]]]:
+        """The tables that every row `(role, client ID, generation)` makes as a whole, and the pairs they change.
+
+        Each (role, ID) pair in `kept` keeps its current generation whatever the rows say (a
+        row the store could not take). Nothing here changes: `install` takes the tables. A
+        follower may run this off the loop, as long as nothing changes `tables` meanwhile.
+        """
         fresh: dict[str, dict[str, int]] = {ROLE_CLIENT: {}, ROLE_AGENT: {}}
         for role, client_id, generation in rows:
             table = fresh.get(role)
@@ -59,12 +72,24 @@ class Generations:
                 continue
             if generation:
                 table[client_id] = generation
+        for role, client_id in kept:
+            table = fresh.get(role)
+            if table is None:
+                continue
+            generation = self.tables[role].get(client_id, 0)
+            if generation:
+                table[client_id] = generation
+            else:
+                table.pop(client_id, None)
         changed = [
             (role, client_id) for role in ROLES for client_id in _differing(self.tables[role], fresh[role])
         ]
+        return fresh, changed
+
+    def install(self, fresh: Mapping[str, dict[str, int]]) -> None:
+        """Make the tables that `compare` returned the current ones."""
         for role in ROLES:
             self.tables[role] = fresh[role]  # in place: the verifier holds `tables`
-        return changed
 
     def update(self, rows: Iterable[tuple[str, str, int]]) -> list[tuple[str, str]]:
         """Take each row `(role, client ID, generation)` as a change, the rest kept; the pairs that changed.
@@ -85,6 +110,34 @@ class Generations:
                 del table[client_id]  # no zeros kept (see the class)
             changed.append((role, client_id))
         return changed
+
+
+def generation_problem(role: object, client_id: object, generation: object) -> str | None:
+    """What is wrong with a stored row's generation, in one line for the operator; None if nothing.
+
+    A row whose role is neither `client` nor `agent`, or whose client ID is not text, names no
+    token's generation and is skipped (None here too).
+    """
+    if role not in ROLES or type(client_id) is not str:
+        return None
+    if type(generation) is int and 0 <= generation <= MAX_GENERATION:
+        return None
+    return f"the {role} generation of {shown_id(client_id)} is {shown_value(generation)}, not a non-negative integer"
+
+
+def shown_id(client_id: str) -> str:
+    """A stored client ID as a message names it: as it is when it is one, else quoted and escaped."""
+    return client_id if CLIENT_ID_PATTERN.fullmatch(client_id) else shown_value(client_id)
+
+
+def shown_value(value: object) -> str:
+    """A stored value as one short line of a message: as Python writes it (no newline gets through)."""
+    if isinstance(value, bytes):
+        return f"a blob of {len(value)} byte{'' if len(value) == 1 else 's'}"
+    if value is None:
+        return "NULL"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _differing(old: Mapping[str, int], new: Mapping[str, int]) -> list[str]:

@@ -91,7 +91,7 @@ async def _follow_generations(server: Server) -> GenerationFollower | NatsGenera
     bridge that ignored the store would accept every revoked token.
     """
     from clientmcp_fast.config import STATE_NATS
-    from clientmcp_fast.state import GenerationFollower, StoreError, open_store  # sqlite3 only when used
+    from clientmcp_fast.state import GenerationFollower, StoreError  # sqlite3 only when used
 
     if server.settings.state == STATE_NATS:
         from clientmcp_fast.net.nats_state import NatsGenerationFollower  # nats-py only then
@@ -102,16 +102,16 @@ async def _follow_generations(server: Server) -> GenerationFollower | NatsGenera
         except StoreError as error:
             raise ConfigError(str(error)) from None
         return watcher
+    follower = GenerationFollower(
+        server.settings.state,  # type: ignore[arg-type]
+        server.verifier,
+        server.bridge,
+        server.loop,
+    )
     try:
-        follower = GenerationFollower(
-            open_store(server.settings.state),  # type: ignore[arg-type]
-            server.verifier,
-            server.bridge,
-            server.loop,  # type: ignore[arg-type]
-        )
+        await follower.start()  # in the follower's thread: the loop never waits for the file
     except StoreError as error:
         raise ConfigError(str(error)) from None
-    follower.start()
     return follower
 
 

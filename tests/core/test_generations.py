@@ -18,7 +18,12 @@ from fakes import NOW, SECRET, RecordingExchange, RecordingLink, connect, make_b
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.channel import AppChannel
-from clientmcp_fast.core.generations import REVOKED_REASON, Generations, close_revoked_apps
+from clientmcp_fast.core.generations import (
+    REVOKED_REASON,
+    Generations,
+    close_revoked_apps,
+    generation_problem,
+)
 from clientmcp_fast.core.http import request_with_headers
 from clientmcp_fast.core.tokens import GEN_INVALID, TokenError, TokenVerifier, mint
 
@@ -221,6 +226,41 @@ def test_replace_skips_rows_that_are_not_generations():
         ]
     )
     assert generations.tables == {"client": {}, "agent": {"e": 2}}
+
+
+def test_compare_changes_nothing_until_installed_and_keeps_the_pairs_it_is_told_to():
+    generations = Generations([("client", "a", 2), ("agent", "b", 1), ("agent", "c", 4)])
+    held = generations.tables
+    fresh, changed = generations.compare(
+        [("client", "a", 3), ("agent", "d", 1), ("agent", "c", "four")], kept=[("agent", "c"), ("agent", "x")]
+    )
+    assert generations.tables == {"client": {"a": 2}, "agent": {"b": 1, "c": 4}}  # not yet
+    assert sorted(changed) == [("agent", "b"), ("agent", "d"), ("client", "a")]
+    generations.install(fresh)
+    assert generations.tables is held
+    assert held == {"client": {"a": 3}, "agent": {"c": 4, "d": 1}}
+
+
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        (("client", "a", 1), None),
+        (("agent", "a", 0), None),
+        (("robot", "a", "x"), None),  # names no token's generation: skipped, not an error
+        (("client", "a", "one"), "the client generation of a is 'one', not a non-negative integer"),
+        (("agent", "a", -1), "the agent generation of a is -1, not a non-negative integer"),
+        (("agent", "a", 1.0), "the agent generation of a is 1.0, not a non-negative integer"),
+        (("agent", "a", None), "the agent generation of a is NULL, not a non-negative integer"),
+        (("agent", "a", b"\x01\x02"), "the agent generation of a is a blob of 2 bytes, not a non-negative"),
+        (("agent", "a\nb", "1\n" * 40), "the agent generation of 'a\\nb' is '1\\n1\\n"),
+    ],
+)
+def test_a_stored_row_s_problem_is_said_in_one_line(row, problem):
+    said = generation_problem(*row)
+    if problem is None:
+        assert said is None
+    else:
+        assert said.startswith(problem) and "\n" not in said and len(said) < 200
 
 
 def test_update_changes_only_the_rows_given_in_the_table_the_verifier_holds():

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clientmcp_fast.state import SqliteStore, StoreError, open_store
+from clientmcp_fast import state
+from clientmcp_fast.state import BadGenerationError, Look, SqliteStore, StoreError, open_store
 
 
 def test_a_missing_file_is_made_with_every_generation_at_zero(tmp_path: Path):
@@ -109,3 +110,99 @@ def test_a_removed_file_is_an_error_for_the_follower_and_a_new_one_is_opened(tmp
     assert store.rows() == [("client", "b", 1)]
     store.close()
     other.close()
+
+
+FIRST_SCHEMA = """
+CREATE TABLE generations (
+    role TEXT NOT NULL CHECK (role IN ('client', 'agent')),
+    client_id TEXT NOT NULL,
+    gen INTEGER NOT NULL CHECK (typeof(gen) = 'integer' AND gen >= 0),
+    PRIMARY KEY (role, client_id)
+) WITHOUT ROWID
+"""
+
+
+def write_by_hand(path: str, *statements: str) -> None:
+    """Statements run on the file with sqlite3, as an operator would, the CHECK constraints off."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA ignore_check_constraints = ON")
+    for statement in statements:
+        db.execute(statement)
+    db.close()
+
+
+def test_a_look_reads_only_the_rows_that_changed_by_revoke_or_by_hand(tmp_path: Path):
+    path = str(tmp_path / "state.db")
+    writer = SqliteStore(path)
+    for number in range(50):
+        writer.raise_generation("agent", f"id-{number}")
+    follower = SqliteStore(path)
+    assert len(follower.snapshot()) == 50
+    assert follower.look() is None
+    writer.raise_generation("agent", "id-7")
+    writer.raise_generation("client", "new")
+    write_by_hand(path, "DELETE FROM generations WHERE client_id = 'id-9'")
+    look = follower.look()
+    assert look == Look(False, [("agent", "id-7", 2), ("client", "new", 1), ("agent", "id-9", 0)])
+    assert follower.look() is None
+    write_by_hand(path, "UPDATE generations SET client_id = 'id-99' WHERE client_id = 'id-8'")
+    assert follower.look() == Look(False, [("agent", "id-8", 0), ("agent", "id-99", 1)])
+    follower.close()
+    writer.close()
+
+
+def test_a_look_reads_the_whole_table_when_the_change_log_cannot_tell(tmp_path: Path, monkeypatch):
+    path = str(tmp_path / "state.db")
+    writer = SqliteStore(path)
+    writer.raise_generation("agent", "a")
+    backup = sqlite3.connect(str(tmp_path / "backup.db"))
+    sqlite3.connect(path).backup(backup)
+    follower = SqliteStore(path)
+    follower.snapshot()
+    # Pruned past the follower's last entry: it cannot know what the pruned entries named.
+    monkeypatch.setattr(state, "KEPT_CHANGES", 2)
+    for _ in range(4):
+        writer.raise_generation("client", "b")
+    assert follower.look() == Look(True, [("agent", "a", 1), ("client", "b", 4)])
+    # Restored in place from the backup (sqlite3's `.restore`): its log is behind the follower's.
+    with sqlite3.connect(path) as db:
+        backup.backup(db)
+    assert follower.look() == Look(True, [("agent", "a", 1)])
+    # More changed rows than are read one by one.
+    monkeypatch.setattr(state, "ROWS_READ_ONE_BY_ONE", 3)
+    for number in range(4):
+        writer.raise_generation("client", f"c{number}")
+    assert follower.look().whole
+    backup.close()
+    follower.close()
+    writer.close()
+
+
+def test_a_file_of_the_first_schema_gets_the_change_log_and_keeps_its_rows(tmp_path: Path):
+    path = str(tmp_path / "state.db")
+    write_by_hand(path, FIRST_SCHEMA, "INSERT INTO generations VALUES ('client', 'old', 3)")
+    follower = SqliteStore(path)
+    assert follower.snapshot() == [("client", "old", 3)]
+    writer = SqliteStore(path)
+    assert writer.raise_generation("client", "old") == 4
+    assert follower.look() == Look(False, [("client", "old", 4)])
+    follower.close()
+    writer.close()
+
+
+def test_a_generation_that_is_not_an_integer_is_a_one_line_error_for_current_and_raise(tmp_path: Path):
+    path = str(tmp_path / "state.db")
+    SqliteStore(path).close()
+    write_by_hand(path, "INSERT INTO generations VALUES ('client', 'a', 'one'), ('agent', 'b', -2)")
+    store = SqliteStore(path)
+    with pytest.raises(BadGenerationError) as raised:
+        store.raise_generation("client", "a")
+    assert str(raised.value) == (
+        f"state file {path}: the client generation of a is 'one', not a non-negative integer: "
+        "set it right, or delete the row, with sqlite3"
+    )
+    with pytest.raises(BadGenerationError, match="the agent generation of b is -2, not a non-negative"):
+        store.current("agent", "b")
+    assert store.raise_generation("client", "c") == 1  # the other rows are untouched
+    assert sorted(store.rows()) == [("agent", "b", -2), ("client", "a", "one"), ("client", "c", 1)]
+    store.close()
