@@ -127,7 +127,7 @@ def test_a_metrics_connection_is_closed_by_the_timeout_of_its_phase(metered, pha
 
 
 def test_the_main_port_serves_while_the_metrics_port_is_flooded(metered, sockets):
-    """The defect of issue 37: idle connections to the metrics port must leave descriptors to agents and apps."""
+    """docs/reliability.md row 6b: idle connections to the metrics port leave descriptors to agents and apps."""
     limit = 160
     bridge, port = metered(nofile=limit)
     flood = connect(port, sockets, 2 * limit)
