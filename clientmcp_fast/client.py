@@ -171,6 +171,7 @@ class _Connection:
     last_heard: float
     tasks: dict[str, asyncio.Task] = field(default_factory=dict)  # handlers, by call id
     sending: set[asyncio.Task] = field(default_factory=set)  # registers sent from sync code
+    registered_at: float | None = None  # when the bridge first answered `registered`
 
 
 class ClientMCP:
@@ -344,9 +345,12 @@ class ClientMCP:
                         self.last_error = describe_connect_error(error)
                         logger.warning("cannot connect to %s: %s", self.url, self.last_error)
                     else:
-                        delay = self.backoff[0]
                         logger.info("connected to %s; registering %s", self.url, _tools(len(self.tools)))
-                        await self._serve(ws)
+                        if await self._serve(ws) >= self.backoff[1]:
+                            # Only a connection that lasted as long as the longest wait starts the
+                            # backoff over: one closed at the handshake (4429 at the app cap, a
+                            # refused token) or soon after would otherwise be retried every 0.5 s.
+                            delay = self.backoff[0]
                         self._log_close()
                 if self._stopping:
                     return
@@ -381,8 +385,10 @@ class ClientMCP:
             return "the token was refused, and the same token would be again"
         return None
 
-    async def _serve(self, ws: ClientConnection) -> None:
-        now = asyncio.get_running_loop().time()
+    async def _serve(self, ws: ClientConnection) -> float:
+        """Run one connection until it ends; the seconds it stayed registered (0 if it never was)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         conn = _Connection(ws, now, now)
         self._conn = conn
         self._registered.clear()
@@ -407,6 +413,7 @@ class ClientMCP:
             close = ws.protocol.close_rcvd
             self.close_code = close.code if close is not None else 1006
             self.close_reason = close.reason if close is not None else ""
+        return 0.0 if conn.registered_at is None else loop.time() - conn.registered_at
 
     async def _keep_alive(self, conn: _Connection) -> None:
         # ClientMCP v1 §3.2: ping after 25 s without sending; nothing heard within 10 s of a ping means a
@@ -452,6 +459,8 @@ class ClientMCP:
         message = json.loads(raw)
         kind = message.get("type")
         if kind == "registered":
+            if conn.registered_at is None:
+                conn.registered_at = asyncio.get_running_loop().time()
             self._pending_registers -= 1
             if self._pending_registers <= 0:
                 logger.debug("registered %s", _tools(len(self.tools)))

@@ -25,6 +25,9 @@ from clientmcp_fast import __version__
 from clientmcp_fast.core.agent_streams import LegacyStream
 from clientmcp_fast.core.counters import DURATION_BUCKETS, ERAS, METHODS, OUTCOMES
 from clientmcp_fast.core.directory import RemoteApp
+from clientmcp_fast.log import logger
+from clientmcp_fast.net.server import FILES_WARN_EVERY_SECONDS as WARN_EVERY_SECONDS
+from clientmcp_fast.net.server import timeout_sweep_every
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.counters import Counters
@@ -36,6 +39,11 @@ if TYPE_CHECKING:
 CLOSE_CODES = (1000, 1001, 1002, 1006, 1007, 1009, 4400, 4401, 4408, 4409, 4429)
 LAG_EVERY_SECONDS = 0.5
 _MAX_HEAD_BYTES = 8192
+# Scrapers are few (a Prometheus or two, an agent of the host, a person with curl): 64 is many
+# times what they need, yet bounds the descriptors the listener can take (docs/limits.md).
+MAX_METRICS_CONNECTIONS = 64
+# What a connection's deadline is timing: a head (or a new connection's first), or idleness.
+_HEAD, _IDLE = 0, 1
 # The classic text format, which every Prometheus reads (generate_latest writes it, names escaped
 # to underscores).
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
@@ -237,50 +245,138 @@ def registry_for(server: Server) -> tuple[CollectorRegistry, BridgeCollector]:
 
 
 class _MetricsProtocol(asyncio.Protocol):
-    """One scrape: `GET /metrics` answered, anything else 404 or 405; then the connection closes."""
+    """One scraper's connection: `GET /metrics` answered, anything else 404 or 405; kept alive between scrapes."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
-        self.head = b""
+    def __init__(self, listener: MetricsListener) -> None:
+        self.listener = listener
+        self.head = b""  # bytes received and not yet answered
         self.transport: asyncio.Transport | None = None
+        self.deadline: float | None = None  # when the timeout of `_phase` closes the connection
+        self._phase = _HEAD
+        self._write_paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if not self.listener.admit(self):
+            transport.close()
+            return
+        # As on the main port, a new connection has the head timeout to send its first request.
+        self.deadline = self.listener.time() + self.listener.head_timeout
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.listener.connections.discard(self)
 
     def data_received(self, data: bytes) -> None:
         self.head += data
-        if b"\r\n\r\n" not in self.head and b"\n\n" not in self.head:
-            if len(self.head) > _MAX_HEAD_BYTES:
-                self._answer(
-                    b"431 Request Header Fields Too Large", b"text/plain", b"request head too large\n"
-                )
-            return
-        line = self.head.split(b"\n", 1)[0].strip().split()
-        method, target = (line[0], line[1]) if len(line) >= 2 else (b"", b"")
+        self._serve()
+
+    def pause_writing(self) -> None:
+        # A scraper that does not read gets nothing more answered (nor read) until it catches up.
+        self._write_paused = True
+        self.transport.pause_reading()  # type: ignore[union-attr]
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.resume_reading()
+            self._serve()
+
+    def _serve(self) -> None:
+        """Answer every complete request received, in order; then arm the timeout of what is left."""
+        transport = self.transport
+        while transport is not None and not transport.is_closing() and not self._write_paused:
+            head = self.head
+            ends = [at + len(blank) for blank in (b"\r\n\r\n", b"\n\n") if (at := head.find(blank)) >= 0]
+            if not ends:
+                if len(head) > _MAX_HEAD_BYTES:
+                    self._answer(
+                        b"431 Request Header Fields Too Large", b"text/plain", b"request head too large\n"
+                    )
+                else:
+                    self._arm(_HEAD if head else _IDLE)
+                return
+            end = min(ends)
+            self.head = head[end:]
+            self._answer_request(head[:end])
+
+    def _answer_request(self, head: bytes) -> None:
+        """Answer one request head; the connection stays only for a bodiless HTTP/1.1 request."""
+        lines = head.split(b"\n")
+        line = lines[0].strip().split()
+        method, target, version = (line + [b"", b"", b""])[:3]
+        fields = {}
+        for field in lines[1:]:
+            name, _, value = field.partition(b":")
+            fields[name.strip().lower()] = value.strip().lower()
+        # A request with a body is answered, then closed: a scrape has none, and skipping one
+        # would mean reading it.
+        keep = (
+            version == b"HTTP/1.1"
+            and fields.get(b"connection") != b"close"
+            and fields.get(b"content-length", b"0") == b"0"
+            and b"transfer-encoding" not in fields
+        )
         path = target.split(b"?", 1)[0]
         if path != b"/metrics":
-            self._answer(b"404 Not Found", b"text/plain", b"not found: the metrics are at /metrics\n")
+            self._answer(
+                b"404 Not Found", b"text/plain", b"not found: the metrics are at /metrics\n", keep=keep
+            )
         elif method not in (b"GET", b"HEAD"):
-            self._answer(b"405 Method Not Allowed", b"text/plain", b"GET /metrics\n")
+            self._answer(b"405 Method Not Allowed", b"text/plain", b"GET /metrics\n", keep=keep)
         else:
-            body = generate_latest(self.registry)
-            self._answer(b"200 OK", CONTENT_TYPE, body if method == b"GET" else b"", len(body))
+            body = generate_latest(self.listener.registry)
+            self._answer(b"200 OK", CONTENT_TYPE, body if method == b"GET" else b"", len(body), keep=keep)
 
-    def _answer(self, status: bytes, content_type: bytes, body: bytes, length: int | None = None) -> None:
+    def _answer(
+        self,
+        status: bytes,
+        content_type: bytes,
+        body: bytes,
+        length: int | None = None,
+        *,
+        keep: bool = False,
+    ) -> None:
         transport = self.transport
         if transport is None or transport.is_closing():
             return
         head = (
             b"HTTP/1.1 " + status + b"\r\ncontent-type: " + content_type
             + b"\r\ncontent-length: " + str(len(body) if length is None else length).encode()
-            + b"\r\nconnection: close\r\n\r\n"
+            + (b"\r\n\r\n" if keep else b"\r\nconnection: close\r\n\r\n")
         )  # fmt: skip
         transport.write(head + body)
-        transport.close()
+        if not keep:
+            transport.close()
+            # Counted until it is gone: a peer that does not read the answer holds it open,
+            # until the keep-alive timeout aborts it.
+            self._arm(_IDLE)
+
+    def _arm(self, phase: int) -> None:
+        """Time `phase`: a head (or its absence) by the head timeout, idleness by the keep-alive one."""
+        # The clock is read only when the phase changes, as on the main port (net/http.py).
+        if phase != self._phase:
+            self._phase = phase
+            listener = self.listener
+            self.deadline = listener.time() + (
+                listener.head_timeout if phase == _HEAD else listener.keepalive_timeout
+            )
+
+    def expire(self) -> None:
+        """Its head or keep-alive timeout passed: closed without a word, unsent bytes dropped."""
+        self.deadline = None
+        self.listener.connections.discard(self)
+        if self.transport is not None:
+            # Aborted, not closed: a peer that does not read would hold a closing transport open.
+            self.transport.abort()
 
 
 class MetricsListener:
-    """The metrics listener and the event-loop lag probe, both only with `--metrics`."""
+    """The metrics listener and the event-loop lag probe, both only with `--metrics`.
+
+    Its connections are bounded as the main port's are (docs/limits.md): at most
+    `MAX_METRICS_CONNECTIONS`, each closed at the main port's head and keep-alive timeouts.
+    """
 
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -288,15 +384,52 @@ class MetricsListener:
         self._listener: asyncio.base_events.Server | None = None
         self._probe: asyncio.TimerHandle | None = None
         self.port = 0
+        self.time = server.loop.time
+        self.head_timeout = server.limits.head_timeout
+        self.keepalive_timeout = server.limits.keepalive_timeout
+        self.connections: set[_MetricsProtocol] = set()
+        self._sweep: asyncio.TimerHandle | None = None
+        self._sweep_every = timeout_sweep_every(server.limits)
+        self._warned_at: float | None = None
+        self._stopping = False
 
     async def start(self, host: str, port: int) -> None:
         """Listen on host:port (0: any free port; `port` is the bound one afterwards); raises OSError."""
         loop = self.server.loop
         self._listener = await loop.create_server(
-            lambda: _MetricsProtocol(self.registry), host, port, reuse_address=True
+            lambda: _MetricsProtocol(self), host, port, reuse_address=True
         )
         self.port = self._listener.sockets[0].getsockname()[1]
         self._arm(loop.time())
+
+    def admit(self, conn: _MetricsProtocol) -> bool:
+        """Take a new connection, unless the cap is reached (then warn, at most once a minute)."""
+        if self._stopping:
+            return False
+        if len(self.connections) >= MAX_METRICS_CONNECTIONS:
+            now = self.time()
+            if self._warned_at is None or now - self._warned_at >= WARN_EVERY_SECONDS:
+                self._warned_at = now
+                logger.warning(
+                    "metrics listener at its cap of %d connections: new ones are closed at once "
+                    "until some end (the head and keep-alive timeouts end idle ones)",
+                    MAX_METRICS_CONNECTIONS,
+                )
+            return False
+        self.connections.add(conn)
+        if self._sweep is None:
+            self._sweep = self.server.loop.call_later(self._sweep_every, self._expire_due)
+        return True
+
+    def _expire_due(self) -> None:
+        """Close the connections whose timeout passed; look again while any is open."""
+        now = self.time()
+        for conn in list(self.connections):
+            if conn.deadline is not None and conn.deadline <= now:
+                conn.expire()
+        self._sweep = (
+            self.server.loop.call_later(self._sweep_every, self._expire_due) if self.connections else None
+        )
 
     def _arm(self, now: float) -> None:
         self._due = now + LAG_EVERY_SECONDS
@@ -308,10 +441,17 @@ class MetricsListener:
         self._arm(now)
 
     async def stop(self) -> None:
-        if self._probe is not None:
-            self._probe.cancel()
-            self._probe = None
+        """Stop listening, end every connection and the lag probe."""
+        self._stopping = True
+        for handle in (self._probe, self._sweep):
+            if handle is not None:
+                handle.cancel()
+        self._probe = self._sweep = None
         if self._listener is not None:
             self._listener.close()
+        # A scraper's keep-alive connection would hold wait_closed until it timed out.
+        for conn in list(self.connections):
+            conn.expire()
+        if self._listener is not None:
             await self._listener.wait_closed()
             self._listener = None

@@ -39,6 +39,13 @@ FILES_WARN_EVERY_SECONDS = 60.0
 FILES_SPARE = 64
 
 
+def timeout_sweep_every(limits: Limits) -> float:
+    """How often connections are looked at for their head and keep-alive timeouts (docs/limits.md)."""
+    # One sweep over all connections instead of a timer per connection re-armed on every
+    # request: cheaper on the hot path, and exact enough for 10-75 s timeouts.
+    return max(0.01, min(1.0, limits.head_timeout / 4, limits.keepalive_timeout / 4))
+
+
 def app_connection_limit(limits: Limits) -> int:
     """App connections allowed: the setting, else the open-file limit (raised) less 10 % for agents."""
     if limits.max_app_connections:
@@ -138,7 +145,7 @@ class Server:
         self._timer_at: float | None = None
         self._http_sweep: asyncio.TimerHandle | None = None
         limits = self.limits
-        self._http_sweep_every = max(0.01, min(1.0, limits.head_timeout / 4, limits.keepalive_timeout / 4))
+        self._http_sweep_every = timeout_sweep_every(limits)
         self._probe_fd = -1  # the listener's descriptor, duplicated to learn whether one is left
         self._files_near = 0  # connections past which a new one checks that a descriptor is left
         self._files_out = False  # no descriptor left, as of the last look
@@ -266,8 +273,6 @@ class Server:
         self.verifier.wall_offset = time.time() - self.loop.time()
 
     def _sweep_http(self) -> None:
-        # One sweep a second over all connections instead of a timer per connection re-armed
-        # on every request: cheaper on the hot path, and exact enough for 10-75 s timeouts.
         self._sync_wall_clock()
         now = self.loop.time()
         for conn in list(self.http_connections):

@@ -132,7 +132,8 @@ export class ClientMCP extends EventTarget {
    * @param {number} [options.pingInterval] ms without sending after which a ping goes (25000)
    * @param {number} [options.pongTimeout] ms after a ping with nothing heard: the link is dead (10000)
    * @param {boolean} [options.reconnect] reconnect after a connection ends or an attempt fails (true)
-   * @param {[number, number]} [options.backoff] first and longest wait between attempts, ms ([500, 30000])
+   * @param {[number, number]} [options.backoff] first and longest wait between attempts, ms ([500, 30000]);
+   *   the wait starts over from the first only after a connection stayed registered the longest wait
    * @param {{now(): number, setTimeout: Function, clearTimeout: Function}} [options.clock] for tests
    * @param {() => number} [options.random] in [0, 1), for the backoff's jitter (Math.random)
    * @param {typeof WebSocket} [options.WebSocket] the WebSocket class (globalThis.WebSocket)
@@ -349,7 +350,7 @@ export class ClientMCP extends EventTarget {
       return;
     }
     const now = this._clock.now();
-    const conn = { ws, opened: false, registered: false, pending: 0, lastSent: now, lastHeard: now, unanswered: null, timer: null, calls: new Map(), ended: false, onEnd: null };
+    const conn = { ws, opened: false, registered: false, registeredAt: null, pending: 0, lastSent: now, lastHeard: now, unanswered: null, timer: null, calls: new Map(), ended: false, onEnd: null };
     this._conn = conn;
     ws.onopen = () => {
       conn.opened = true;
@@ -383,7 +384,10 @@ export class ClientMCP extends EventTarget {
     this.closeReason = reason ?? "";
     if (conn.opened || code !== 1006) this.lastError = this._stopping ? null : describeClose(code, this.closeReason);
     else this.lastError = `cannot connect to ${this.url}: the connection failed (is the bridge running?)`;
-    if (conn.opened) this._delay = this.backoff[0]; // a connection that opened starts the backoff over
+    // Only a connection that stayed registered as long as the longest wait starts the backoff over:
+    // one closed at the handshake (4429 at the app cap, a refused token) or soon after would
+    // otherwise be retried every half second.
+    if (conn.registeredAt !== null && this._clock.now() - conn.registeredAt >= this.backoff[1]) this._delay = this.backoff[0];
     const onEnd = conn.onEnd;
     this._afterEnd();
     if (onEnd) onEnd();
@@ -466,6 +470,7 @@ export class ClientMCP extends EventTarget {
       conn.pending -= 1;
       if (!conn.registered) {
         conn.registered = true;
+        conn.registeredAt = this._clock.now();
         this.lastError = null;
         this._setState("online");
         const waiters = this._waiters;

@@ -11,6 +11,7 @@ import socket
 import httpx2
 import pytest
 
+from clientmcp_fast import client as client_module
 from clientmcp_fast.client import ClientMCP, accepted, completed, rejected
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
@@ -236,6 +237,83 @@ async def test_connects_closes_and_reconnects_are_logged(start_bridge, client_lo
     assert warning.startswith(f"connection to {url} closed with 4408 (the app was silent for too long)"), (
         warning
     )
+
+
+class _MidDraw:
+    """Stands for the `random` module in clientmcp_fast.client: every jitter factor exactly 1."""
+
+    @staticmethod
+    def random() -> float:
+        return 0.5
+
+
+def _waits(client_log: _Records) -> list[float]:
+    """The wait before each reconnect, in seconds, as scheduled (not as the log line rounds it)."""
+    return [
+        record.args[1]  # type: ignore[index]
+        for record in client_log.records
+        if record.msg.startswith("reconnecting to ")
+    ]
+
+
+async def test_the_backoff_starts_over_only_after_a_connection_stayed_registered(
+    start_bridge, client_log, monkeypatch
+):
+    """4429 at the handshake, or registered and closed within backoff[1]: the wait grows; past it, it starts over."""
+    monkeypatch.setattr(client_module, "random", _MidDraw)
+    # One app connection allowed: while `holder` has it, every other is closed with 4429 at open
+    # (docs/limits.md); an app silent for 0.2 s is closed with 4408.
+    bridge = start_bridge(max_app_connections=1, app_idle_timeout=0.2)
+    holder = _app(bridge, "holder", ping_interval=0.05)
+    await holder.connect()
+    app = _app(bridge, ping_interval=60, backoff=(0.05, 0.8))
+    connecting = asyncio.ensure_future(app.connect(timeout=60))
+    try:
+        await _wait(lambda: len(_waits(client_log)) == 5)
+        assert app.close_code == 4429
+        # Each attempt had its handshake, and still counts as failed.
+        assert _waits(client_log) == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.8])
+        await holder.close()
+        await connecting  # registered
+        # Silent, it is closed with 4408 some 0.2 s later: registered for less than backoff[1].
+        await _wait(lambda: len(_waits(client_log)) == 6)
+        assert app.close_code == 4408
+        assert _waits(client_log)[5] == pytest.approx(0.8)
+        # The next connection pings, so it stays; once it has stayed 0.8 s, silence ends it.
+        app.ping_interval = 0.05
+        await asyncio.wait_for(app.wait_registered(), 10)
+        await asyncio.sleep(1.0)
+        assert len(_waits(client_log)) == 6
+        app.ping_interval = 60
+        await _wait(lambda: len(_waits(client_log)) == 7)
+        assert app.close_code == 4408
+        assert _waits(client_log)[6] == pytest.approx(0.05)
+    finally:
+        connecting.cancel()
+        await app.close()
+        await holder.close()
+
+
+async def test_a_token_function_whose_tokens_are_refused_backs_off(bridge, client_log, monkeypatch):
+    """Every connection closed with 4401 at once: a token function gets a retry, at ever longer waits."""
+    monkeypatch.setattr(client_module, "random", _MidDraw)
+    calls = 0
+
+    def refused() -> str:
+        nonlocal calls
+        calls += 1
+        return bridge.token("agent", "lib")  # an agent's token, refused to an app
+
+    app = ClientMCP(bridge.ws_url, refused, backoff=(0.05, 0.4))
+    connecting = asyncio.ensure_future(app.connect(timeout=60))
+    try:
+        await _wait(lambda: len(_waits(client_log)) == 5)
+        assert app.close_code == 4401
+        assert _waits(client_log) == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.4])
+        assert calls == 5
+    finally:
+        connecting.cancel()
+        await app.close()
 
 
 @pytest.mark.parametrize(

@@ -328,6 +328,72 @@ test("case: the backoff doubles up to its cap, with jitter (fake clock)", async 
   assert.equal((await connecting).message, `closed before registering with ${url}`);
 });
 
+// The wait the client scheduled after attempt `attempt` failed (the fake clock holds only it then).
+async function waitAfter(mcp, clock, attempt) {
+  await waitFor(() => mcp.attempts === attempt && mcp.state === "offline", 5000, `attempt ${attempt} ended`);
+  const pending = clock.pending();
+  assert.equal(pending.length, 1, `${pending}`);
+  return pending[0];
+}
+
+test("case: the backoff starts over only after a connection stayed registered (fake clock)", async () => {
+  // One app connection allowed: while `holder` has it, every other is closed with 4429 at open
+  // (docs/limits.md); an app silent for 0.3 s is closed with 4408.
+  const own = await Bridge.start("--max-app-connections", "1", "--app-idle-timeout", "0.3s");
+  const holder = new ClientMCP({ url: own.connectUrl, token: own.token("client", newId()), pingInterval: 50 });
+  await holder.connect();
+  const clock = new FakeClock();
+  const mcp = new ClientMCP({ url: own.connectUrl, token: own.token("client", newId()), clock, random: () => 0.5, backoff: [500, 4000] });
+  mcp.expose("echo", { handler: () => "ok" });
+  const codes = [];
+  mcp.addEventListener("statechange", (event) => event.state === "offline" && codes.push(event.code));
+  const connecting = mcp.connect({ timeout: null });
+  const waits = [];
+  for (let attempt = 1; attempt <= 5; attempt += 1) {
+    waits.push(await waitAfter(mcp, clock, attempt));
+    if (attempt < 5) clock.advance(waits.at(-1));
+  }
+  assert.deepEqual(codes, [4429, 4429, 4429, 4429, 4429]); // each attempt had its handshake
+  assert.deepEqual(waits, [500, 1000, 2000, 4000, 4000]);
+  await holder.close();
+  clock.advance(4000);
+  await connecting; // registered
+  clock.advance(3999); // registered 1 ms short of backoff[1] when the bridge closes it for silence
+  waits.push(await waitAfter(mcp, clock, 6));
+  assert.equal(mcp.closeCode, 4408);
+  assert.equal(waits.at(-1), 4000);
+  clock.advance(4000);
+  await waitFor(() => mcp.state === "online", 5000, "registered again");
+  clock.advance(4000); // registered for backoff[1]: the next close starts the backoff over
+  waits.push(await waitAfter(mcp, clock, 7));
+  assert.equal(mcp.closeCode, 4408);
+  assert.equal(waits.at(-1), 500);
+  await mcp.close();
+  await own.stop();
+});
+
+test("a token function whose tokens are refused backs off (fake clock)", async () => {
+  const id = newId();
+  const clock = new FakeClock();
+  let calls = 0;
+  const token = () => {
+    calls += 1;
+    return bridge.token("agent", id); // an agent's token, refused to an app with 4401
+  };
+  const mcp = new ClientMCP({ url: bridge.connectUrl, token, clock, random: () => 0.5, backoff: [500, 4000] });
+  const connecting = mcp.connect({ timeout: null }).catch((error) => error);
+  const waits = [];
+  for (let attempt = 1; attempt <= 5; attempt += 1) {
+    waits.push(await waitAfter(mcp, clock, attempt));
+    assert.equal(mcp.closeCode, 4401);
+    if (attempt < 5) clock.advance(waits.at(-1));
+  }
+  assert.deepEqual(waits, [500, 1000, 2000, 4000, 4000]);
+  assert.equal(calls, 5);
+  await mcp.close();
+  assert.match((await connecting).message, /^closed before registering/);
+});
+
 test("case: connect gives up at its timeout, saying why", async () => {
   const url = `ws://127.0.0.1:${await freePort()}/connect`;
   const mcp = new ClientMCP({ url, token: "t", backoff: [50, 200] });
