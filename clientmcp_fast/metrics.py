@@ -178,10 +178,24 @@ class BridgeCollector:
 def _cluster(cluster: NatsCluster, counters: Counters) -> Iterator[object]:
     """With --nats (docs/scaling.md): the NATS connection, the other instances, the calls between them."""
     directory = cluster.directory
+    nc = cluster.nc
     yield _gauge(
         "clientmcp_cluster_connected",
         "1 while this instance is connected to NATS, else 0",
-        directory.connected,
+        directory.connected and nc is not None and nc.is_connected,
+    )
+    dropped = CounterMetricFamily(
+        "clientmcp_cluster_messages_dropped",
+        "Bus messages not taken, by reason: unsigned, forged, stale, replayed, malformed (docs/scaling.md)",
+        labels=["reason"],
+    )
+    for reason, count in directory.dropped.items():
+        dropped.add_metric([reason], count)
+    yield dropped
+    yield _counter(
+        "clientmcp_cluster_restarts",
+        "Times this instance started over with the others after its own stall (docs/scaling.md)",
+        directory.restarts,
     )
     yield _counter(
         "clientmcp_cluster_reconnects",

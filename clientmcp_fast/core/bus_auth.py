@@ -11,7 +11,8 @@ takes a message once and only while it is fresh:
   with one of the keys (every secret of CLIENTMCP_SECRETS is accepted, as for tokens; the
   signer is the signing secret's key), else it is `forged`;
 - its time must be within FRESH_SECONDS of the receiver's clock, else it is `stale`;
-- its counter must not have been taken from that sender before: a window of the latest
+- it must not be this instance's own (NATS does not echo them back), and its counter must
+  not have been taken from that sender before: a window of the latest
   REPLAY_WINDOW counters per sender (RFC 4303 §3.4.3's anti-replay window), which admits
   messages that two subscriptions delivered out of order, else it is `replayed`.
 
@@ -148,6 +149,8 @@ class BusAuth:
         if not -FRESH_SECONDS <= age <= FRESH_SECONDS:
             raise Refused(STALE)
         sender = bytes(view[start:body_at]).decode("ascii", "replace")
+        if sender == self.sender:
+            raise Refused(REPLAYED)  # NATS never echoes an instance's own messages: someone sent it again
         window = self._windows.get(sender)
         if window is None:
             self._windows[sender] = _Window(counter, now)

@@ -12,7 +12,8 @@ app. So a tools/call, its timeout, streaming, cancellation and every outcome run
 same `Bridge` code as a local call, and a single process (no directory) is unchanged.
 
 Replacement (ClientMCP v1 §3.1) across instances: every connection gets an epoch from a
-Lamport clock (one above every epoch this instance has seen); the connection with the
+Lamport clock (one above every epoch this instance has seen, and above its start time, so
+that a restarted instance's connections are newer than its previous life's); the connection with the
 highest (epoch, instance ID) holds the client ID everywhere. A connection made after an
 instance heard of another one's claim always has a higher epoch, so "newest" is the causal
 order; two made concurrently on two instances are ordered by instance ID, the same way on
@@ -24,6 +25,12 @@ carries the sending instance's sequence number, and an older one never undoes a 
 STATE older than the last applied for the same connection is dropped, a GONE ends its
 connection for good (remembered for DEAD_AFTER seconds against a STATE delivered after it),
 and whatever an instance sent before its latest SYNC is superseded by the states after it.
+
+Faults (docs/scaling.md, Calls that never run late, Bounds): every field of a message is
+checked before it is acted on, and a bad one dropped and counted; an instance that took
+another as gone refuses the calls it sent before the two started over, and one that finds
+itself silent for STALLED_AFTER starts over by itself, so that no call its agent was told
+failed runs later. Who may send messages at all is the NATS side's check (core/bus_auth.py).
 
 Upgrades (docs/scaling.md, Upgrades): instances of one WIRE_VERSION share a cluster whatever
 their releases. A release may add fields at the end of a message: one from an older release
@@ -271,6 +278,10 @@ class Directory:
         self.clock = first_epoch
         self.timeout_ms = int(bridge.calls.timeout * 1000)  # sent with each call (Calls that never run late)
         self.claims: dict[str, tuple[int, str]] = {}  # client ID -> (epoch, instance) holding it
+        # docs/scaling.md, Replacement: per client ID, the best state of a connection elsewhere
+        # that lost to the claim in use (epoch, instance, tools, instructions, seq); it takes the
+        # ID if that claim ends first (its instance died, say), rather than stay unknown here.
+        self.runners_up: dict[str, tuple] = {}
         self.local: dict[str, tuple[object, int]] = {}  # client ID -> (AppChannel, epoch) held here
         self.forwarded: dict[tuple[str, str], ForwardedCall] = {}
         self.peers: dict[str, float] = {}  # instance -> when last heard from
@@ -503,12 +514,16 @@ class Directory:
             ended = self.ended
             ended.pop(client_id, None)
             ended[client_id] = (epoch, instance, now + DEAD_AFTER)
+            runner = self.runners_up.get(client_id)
+            if runner is not None and runner[0] == epoch and runner[1] == instance:
+                del self.runners_up[client_id]
             if self.claims.get(client_id) != (epoch, instance):
                 return
             del self.claims[client_id]
             app = self.bridge.apps.get(client_id)
             if type(app) is RemoteApp and app.epoch == epoch and app.instance == instance:
                 self.bridge.detach(app)
+            self._promote(client_id, now)
         elif kind == CANCEL:
             if incompatible and message[4] in incompatible:
                 return
@@ -631,10 +646,21 @@ class Directory:
             # A newer connection for this ID, elsewhere: it holds the ID from now on; the bridge
             # closes the one it replaces with 4409 if that one is here (ClientMCP v1 §3.1).
             self.claims[client_id] = claim
-            self.local.pop(client_id, None)
+            replaced = self.local.pop(client_id, None)
+            if replaced is not None:  # its end, so that no instance keeps it as a runner-up
+                self.seq += 1
+                self.bus.send(
+                    self.app_subject(client_id), (GONE, client_id, replaced[1], self.instance, self.seq)
+                )
             bridge.attach(RemoteApp(self, client_id, instance, epoch, seq), now)
         elif claim != current:
-            return  # older than the connection in use: that one's instance closes it
+            # Older than the connection in use, whose instance closes it; unless that one ended
+            # unseen (its instance restarted, with a clock behind): kept to take over then.
+            if instance != current[1]:
+                runner = self.runners_up.get(client_id)
+                if runner is None or claim >= (runner[0], runner[1]):
+                    self.runners_up[client_id] = (epoch, instance, tools, text, seq)
+            return
         app = bridge.apps.get(client_id)
         if type(app) is not RemoteApp or app.epoch != epoch:
             return
@@ -799,9 +825,24 @@ class Directory:
 
     def _forget_apps_of(self, instance: str, before: int = MAX_INTEGER + 1) -> None:
         """`instance`'s apps are offline here; those it stated after sequence `before` stay (a SYNC delivered late)."""
+        runners_up = self.runners_up
+        if runners_up:
+            for client_id, runner in list(runners_up.items()):
+                if runner[1] == instance and runner[4] < before:
+                    del runners_up[client_id]
         bridge = self.bridge
+        now = self.now
         for client_id, app in list(bridge.apps.items()):
             if type(app) is RemoteApp and app.instance == instance and app.seq < before:
                 if self.claims.get(client_id) == (app.epoch, instance):
                     del self.claims[client_id]
                 bridge.detach(app)
+                if runners_up:
+                    self._promote(client_id, now)
+
+    def _promote(self, client_id: str, now: float) -> None:
+        """The claim on `client_id` ended: a connection elsewhere that had lost to it takes the ID."""
+        runner = self.runners_up.pop(client_id, None)
+        if runner is not None and runner[1] in self.peers and client_id not in self.claims:
+            epoch, instance, tools, text, seq = runner
+            self._on_state(client_id, epoch, instance, tools, text, seq, now)

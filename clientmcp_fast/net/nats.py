@@ -2,12 +2,14 @@
 
 Used only with `--nats` / CLIENTMCP_NATS (docs/scaling.md); a single process never imports
 it. What the directory sends in one loop turn leaves as one NATS message per subject (a
-MessagePack array of messages), and what arrives is fed to the directory with the loop's
-time. Credentials: user and password or a token in the URL, or a creds file named by
-CLIENTMCP_NATS_CREDS (signed by net/nkeys.py, not the nkeys package); `tls://` URLs use TLS
-with the system's certificate authorities. A server that refuses the credentials is said
-in a warning at the first refusal (and again after any success), and the instance keeps
-serving its own apps and retrying, as when NATS is down.
+MessagePack array of messages) signed by the instance (core/bus_auth.py), and what arrives
+is fed to the directory with the loop's time if its signature, time and counter are good,
+else dropped and counted (docs/scaling.md, Threat model). Credentials: user and password or
+a token in the URL, or a creds file named by CLIENTMCP_NATS_CREDS (signed by net/nkeys.py,
+not the nkeys package); `tls://` URLs use TLS with the system's certificate authorities. A
+server that refuses the credentials is said in a warning at the first refusal (and again
+after any success), and the instance keeps serving its own apps and retrying, as when NATS
+is down.
 """
 
 from __future__ import annotations

@@ -130,3 +130,9 @@ def test_a_quiet_sender_is_forgotten_only_once_its_messages_are_stale():
     b.forget_quiet(NOW + 2 * FRESH_SECONDS + 0.01)
     assert not b._windows
     assert reason(b, data, now=NOW + 2 * FRESH_SECONDS + 0.01) == "stale"
+
+
+def test_an_instance_s_own_message_sent_back_to_it_is_a_replay():
+    """NATS does not echo an instance's messages: one that comes back was published again by someone."""
+    a = BusAuth((SECRET,), SECRET, "a1")
+    assert reason(a, sealed(a)) == "replayed"

@@ -681,7 +681,7 @@ def test_every_message_sent_announces_this_wire_version_where_it_is_read():
     ]
 
 
-# -- docs/scaling.md, Replacement and Calls that never run late: restarts and stalls ------------------
+# -- docs/scaling.md, Replacement; docs/scaling.md, Calls that never run late: restarts and stalls ---
 
 
 def test_a_restarted_instance_s_new_connection_wins_over_its_previous_life_s(captured_log):
@@ -853,3 +853,45 @@ def test_an_instance_is_taken_as_gone_two_to_three_and_a_quarter_seconds_after_i
         b.directory.on_timer(now)
         network.pump(now)
     assert 2.0 <= now - killed <= 3.25
+
+
+def test_an_app_that_lost_to_a_connection_of_a_dead_instance_takes_over_when_it_is_taken_as_gone():
+    """A restarted instance's clock behind the dead one's (its host's clock is behind): its app is
+    first older than the dead connection everywhere, then holds the ID once that instance is gone."""
+    network, (a, b) = cluster()
+    a.directory.clock = epoch_floor(NOW + 60)  # a runs a minute ahead
+    online(network, a, "app-1", "echo")
+    network.directories.remove(a.directory)  # killed: silent, no GONE
+    bridge = make_bridge(**QUIET)
+    bus = MemoryBus(network)
+    bus.directory = Directory(bridge, bus, "i2", first_epoch=epoch_floor(NOW + 1))
+    network.join(bus.directory)
+    bus.directory.bus_up(NOW)
+    network.pump(NOW)
+    channel, link = online(network, bridge, "app-1", "echo")
+    assert b.apps["app-1"].instance == "i0"  # older than the dead connection: kept aside
+    assert b.directory.runners_up["app-1"][1] == "i2"
+    elapse(network, (b, bridge), NOW + DEAD_AFTER + 0.5)
+    app = b.apps["app-1"]
+    assert type(app) is RemoteApp and app.instance == "i2" and not b.directory.runners_up
+    assert link.close() is None
+    waiter = call(network, b, now=NOW + DEAD_AFTER + 0.5)
+    (sent,) = texts(link)
+    send(channel, {"type": "result", "id": sent["id"], "result": {"content": []}})
+    network.pump(NOW + DEAD_AFTER + 0.5)
+    assert waiter.events == [("result", b'{"content":[]}', False)]
+
+
+def test_a_connection_replaced_by_a_newer_one_elsewhere_is_no_runner_up():
+    """a and c take app-1 at once, a's epoch higher: c closes its connection with 4409 and says so,
+    so that b, which kept it aside, does not bring it back when a dies."""
+    network, (a, b, c) = cluster(3)
+    a.directory.clock = epoch_floor(NOW + 60)
+    connect(a, "app-1")
+    c_channel, c_link = connect(c, "app-1")
+    network.pump()
+    assert c_link.close()[0] == 4409
+    assert not b.directory.runners_up and b.apps["app-1"].instance == "i0"
+    network.directories.remove(a.directory)  # a dies
+    elapse(network, (b, c), NOW + DEAD_AFTER + 0.5)
+    assert "app-1" not in b.apps and "app-1" not in c.apps

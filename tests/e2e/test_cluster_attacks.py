@@ -3,8 +3,8 @@
 A client of the nats-server that is no instance (it lacks CLIENTMCP_SECRET) reads the bus and
 publishes on it; a party that has the secret sends messages out of bounds; an instance dies
 and comes back at once; an instance's loop, or the nats-server, stalls past the heartbeat
-timeout while a call is on the way. Each test failed on the bridge before the bus was signed,
-epochs grew across restarts and calls carried their floor (commit history, issue 37).
+timeout while a call is on the way. Each failed on the bridge before the bus was signed,
+epochs grew across restarts and calls carried their floor.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import test_cluster
 from agents import DISCONNECTED, WAIT, HeldTool, app_for, echo, online_app, sdk_agent
 from conftest import SECRET
 from test_cluster import ServeProcess, sees, text_of
+from test_observability import m, scrape
 
 from clientmcp_fast.core.bus_auth import BusAuth
 from clientmcp_fast.core.directory import BEAT, DEAD_AFTER, MAX_INTEGER, STATE, SYNC, WIRE_VERSION, subject_id
@@ -73,7 +74,7 @@ async def test_a_bus_client_without_the_secret_can_neither_forge_nor_replay(
     cluster, nats_server, captured_log
 ):
     stream = captured_log("text")
-    a, b = cluster()
+    a, b = cluster(metrics=("127.0.0.1", 0))
     a_subject = f"clientmcp.i.{a.call(lambda s: s.cluster.instance)}"
     b_subject = f"clientmcp.i.{b.call(lambda s: s.cluster.instance)}"
     counting = Counting()
@@ -84,9 +85,12 @@ async def test_a_bus_client_without_the_secret_can_neither_forge_nor_replay(
             await nc.flush()
             assert any(subject == a_subject for subject, _ in heard)  # it read the call (not encrypted)
 
-            # Every message it read, published again: none is taken a second time.
-            for subject, data in list(heard):
+            # Every message it read, published again: none is taken a second time, by anyone.
+            replays = list(heard)
+            for subject, data in replays:
                 await nc.publish(subject, data)
+            broadcast = ("clientmcp.beat", "clientmcp.app.")  # what both instances subscribe to
+            refusals = sum(2 if subject.startswith(broadcast) else 1 for subject, _ in replays)
             # What the previous release took from anyone: a newer claim on x, a call for x with no
             # token, a result for b's next call, heartbeats of a hundred made-up instances.
             forged = [
@@ -110,11 +114,11 @@ async def test_a_bus_client_without_the_secret_can_neither_forge_nor_replay(
 
             async def counted() -> bool:
                 total = dropped(a)["replayed"] + dropped(b)["replayed"]
-                return total >= len(heard) - 2 and dropped(b)["forged"] >= 1 and dropped(a)["forged"] >= 1
+                return total == refusals and dropped(b)["forged"] >= 1 and dropped(a)["forged"] >= 1
 
             give_up = time.monotonic() + WAIT
             while not await counted():
-                assert time.monotonic() < give_up, (dropped(a), dropped(b), len(heard))
+                assert time.monotonic() < give_up, (dropped(a), dropped(b), refusals)
                 await asyncio.sleep(0.05)
             assert dropped(a)["unsigned"] >= 2 and dropped(b)["unsigned"] >= 2
             # Nothing it sent took effect: x is where it was, it ran one call, b knows one instance.
@@ -123,6 +127,12 @@ async def test_a_bus_client_without_the_secret_can_neither_forge_nor_replay(
             assert b.call(lambda s: type(s.bridge.apps["x"]).__name__ == "RemoteApp")
             assert b.call(lambda s: set(s.cluster.directory.peers)) == {a.call(lambda s: s.cluster.instance)}
             assert a.call(lambda s: s.cluster.directory.clock) < MAX_INTEGER
+            samples = await asyncio.to_thread(scrape, b)
+            assert samples[m("clientmcp_cluster_instances")] == 1
+            assert samples[m("clientmcp_cluster_connected")] == 1
+            for reason in ("unsigned", "forged", "replayed"):
+                assert samples[m("clientmcp_cluster_messages_dropped_total", reason=reason)] >= 1, reason
+            assert samples[m("clientmcp_cluster_messages_dropped_total", reason="malformed")] == 0
     for reason in ("unsigned", "forged", "replayed"):
         lines = [
             line for line in stream.getvalue().splitlines() if f"dropped a bus message ({reason}" in line
