@@ -575,6 +575,34 @@ class Directory:
         """The kind of a message whose fields are all of their types and bounds; None if it is to be ignored."""
         size = len(message)
         kind = message[0] if size else None
+        # A forwarded call's two messages, checked inline as _FIELDS says: the walk below would
+        # cost a forwarded call more than the rest of its handling here (docs/benchmarks.md).
+        if kind == APP and size >= 7:
+            origin, epoch, timeout, floor = message[1], message[3], message[5], message[6]
+            if (
+                type(origin) is str
+                and (origin in self.peers or _INSTANCE_NAME.fullmatch(origin) is not None)
+                and type(message[2]) is str
+                and len(message[2]) <= MAX_STRING
+                and type(message[4]) is bytes
+                and type(epoch) is int
+                and type(timeout) is int
+                and type(floor) is int
+                and 0 <= epoch <= MAX_INTEGER
+                and 0 <= timeout <= MAX_INTEGER
+                and 0 <= floor <= MAX_INTEGER
+            ):
+                return APP
+        elif kind == RESULT and size >= 5:
+            if (
+                type(message[1]) is str
+                and type(message[2]) is str
+                and type(message[3]) is bytes
+                and type(message[4]) is bool
+                and len(message[1]) <= MAX_STRING
+                and len(message[2]) <= MAX_STRING
+            ):
+                return RESULT
         if type(kind) is not int:
             self.dropped_message(MALFORMED, now, "no kind")
             return None

@@ -338,7 +338,7 @@ class NatsCluster:
         directory = self.directory
         now = self.loop.time()
         try:
-            body, _, age = self.auth.open(subject, data, time.time())
+            body, age = self.auth.open(subject, data, time.time())
             messages = _decode(body)
         except Refused as refused:
             directory.dropped_message(refused.reason, now, f"on {subject}")
