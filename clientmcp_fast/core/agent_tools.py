@@ -90,7 +90,7 @@ def tools_call(
     scope = grant.scope
     if scope is not None and tool is not None and not scope.allows(name):
         # Outside the token's scope: answered exactly as a tool the app does not have, so that
-        # nothing tells the agent it exists (shared BRIDGE.md §9.1); only the metrics tell.
+        # nothing tells the agent it exists (docs/protocol.md, Scoped agent tokens); only the metrics tell.
         bridge.refused_agent(REFUSED_SCOPE, context.client_id, now)
         tool = None
     if tool is None:

@@ -28,7 +28,7 @@ CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 # A grant's gen when the claim is not a non-negative integer: no generation is ever negative,
 # so such a token is refused wherever generations are kept, and ignored where they are not.
 GEN_INVALID = -1
-# The `tools` claim of a scoped agent token (shared BRIDGE.md §9.1): 1-1,000 entries, each a tool
+# The `tools` claim of a scoped agent token (docs/protocol.md, Scoped agent tokens): 1-1,000 entries, each a tool
 # name (register's rule) or a prefix of one followed by `*`; anything else refuses the token.
 MAX_SCOPE_ENTRIES = 1_000
 _SCOPE_ENTRY = re.compile(r"[A-Za-z0-9_.-]{1,128}|[A-Za-z0-9_.-]{0,128}\*")
@@ -72,8 +72,8 @@ class Grant:
     """What a token whose signature verified says, and what its agent has used of its limits.
 
     One grant per verified token: the compact form has one spelling, so a token's bytes and its
-    signature name the same grant, and the per-token limits (docs/configuration.md, Agent
-    limits) are counted here, in the verifier's bounded cache.
+    signature name the same grant, and the per-token limits are counted here, in the
+    verifier's bounded cache (docs/configuration.md, Agent limits).
     """
 
     __slots__ = ("client_id", "role", "exp", "nbf", "gen", "scope", "allowance", "allowance_at", "in_flight")
@@ -227,9 +227,10 @@ class TokenVerifier:
 
 
 def _tools_claim(claims: dict) -> ToolScope | None:
-    """The scope a `tools` claim names (shared BRIDGE.md §9.1): None when absent; raises TokenError when malformed.
+    """The scope a `tools` claim names: None when absent; raises TokenError when malformed.
 
-    A malformed claim is never read as "every tool": the token is refused.
+    A malformed claim is never read as "every tool": the token is refused (docs/protocol.md,
+    Scoped agent tokens).
     """
     entries = claims.get("tools")
     if entries is None and "tools" not in claims:

@@ -1,4 +1,4 @@
-"""Scoped agent tokens and per-token limits (shared BRIDGE.md §9.1; docs/protocol.md, Scoped agent tokens).
+"""Scoped agent tokens and per-token limits (docs/protocol.md, Scoped agent tokens).
 
 Driven through the agent endpoint with bytes in and answers out, as an agent sees them.
 """
@@ -139,7 +139,7 @@ def result(channel, call_id: str, now: float = NOW) -> None:
     ids=repr,
 )
 def test_a_malformed_tools_claim_is_401_and_grants_nothing(tools):
-    """BRIDGE.md §9.1: never read as "all tools"; the endpoint answers 401 to tools/list and tools/call."""
+    """never read as "all tools"; the endpoint answers 401 to tools/list and tools/call."""
     endpoint, _, link = online("a", "b")
     token = raw_token({"sub": "app-1", "role": "agent", "exp": int(NOW + 3600), "tools": tools})
     with pytest.raises(TokenError, match="tools claim"):

@@ -504,7 +504,7 @@ def test_the_modules_a_default_serve_leaves_out_come_with_their_options(serve, t
 
 
 def test_token_agent_tools_scopes_the_token():
-    """`clientmcp token agent ID --tools a,b,read_*`: the `tools` claim of shared BRIDGE.md §9.1."""
+    """`clientmcp token agent ID --tools a,b,read_*`: the `tools` claim of docs/protocol.md, Scoped agent tokens."""
     result = run(
         "token", "agent", "my-app", "--tools", "a, b,read_*", env=environment(CLIENTMCP_SECRET=SECRET_TEXT)
     )
