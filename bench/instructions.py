@@ -1,7 +1,7 @@
 """Instructions per tools/call, counted by callgrind: a measure of the bridge's own work that noise cannot move.
 
     python -m bench.instructions [--era legacy|modern|ping|minimal|forwarded] [--calls 1000] [--cache]
-                                 [--generations N] [--agents K]
+                                 [--generations N] [--agents K] [--scope N] [--limits]
 
 One tools/call goes through the real `HttpProtocol` (request in, answer out) and the
 app's `AppChannel` (call out, result in) over fake transports, so no syscall or event
@@ -24,12 +24,15 @@ pure-Python twins. `--generations N` keeps token generations (as `--state` does)
 other client IDs in each role: the count with revocation on. `--log LEVEL` logs at that
 level (to /dev/null; the default is warn: no line per call), `--metrics` builds the metrics
 collector as `--metrics` does (the core counts either way): the count with observability on
-(docs/operations.md).
+(docs/operations.md). The per-token limits (docs/configuration.md, Agent limits) are off
+unless `--limits` turns them on at their defaults; `--scope N` scopes the agent's token to N
+tool names, the called one among them (docs/protocol.md, Scoped agent tokens).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import operator
 import os
 import re
@@ -47,6 +50,7 @@ from bench.floor import MiniBridge, MiniBridgeConnection
 from clientmcp_fast.config import Settings
 from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.directory import RemoteApp
+from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import mint
 from clientmcp_fast.net.http import HttpProtocol
 from clientmcp_fast.net.server import Server
@@ -68,6 +72,9 @@ PONG_FRAME = b'\x81\x0f{"type":"pong"}'
 # `--log` and `--metrics`, passed to the runs callgrind counts through their environment.
 _LOG_ENV = "CLIENTMCP_BENCH_LOG"
 _METRICS_ENV = "CLIENTMCP_BENCH_METRICS"
+# `--scope N` and `--limits`, the same way.
+_SCOPE_ENV = "CLIENTMCP_BENCH_SCOPE"
+_LIMITS_ENV = "CLIENTMCP_BENCH_LIMITS"
 
 
 class FakeTransport:
@@ -175,8 +182,13 @@ def round_trip(era: str, stub_calls: int = 0, generations: int = 0, agents: int 
     if era == "forwarded" or agents > 1:
         return turn_round_trip(era, agents, stub_calls, generations)
     loop = StepLoop()
+    if os.environ.get(_LIMITS_ENV):
+        # A clock a millisecond ahead at each reading (a C call, as uvloop's is): the rate's
+        # bucket, refilled at least as fast as the harness calls, is never empty, however fast
+        # the machine, and every call counted is one that passes the limits.
+        loop.time = itertools.count(time.monotonic(), 0.001).__next__  # type: ignore[method-assign]
     server = observed(
-        Server(Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0), loop),
+        Server(bench_settings(), loop),
         generations,
     )
     now = time.time()
@@ -247,7 +259,7 @@ def joined(loop: StepLoop, count: int) -> tuple[list[Server], Callable[[], None]
         is_connected = True
         max_payload = 8 * 1024 * 1024
 
-    settings = Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0)
+    settings = bench_settings()
     servers, clusters = [], []
     for index in range(count):
         server = Server(settings, loop)
@@ -313,7 +325,7 @@ def turn_round_trip(era: str, agents: int, stub_calls: int = 0, generations: int
         observed(app_side, generations)
         observed(agent_side, generations)
     else:
-        settings = Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0)
+        settings = bench_settings()
         app_side = agent_side = observed(Server(settings, loop), generations)
         end_turn = loop.run_ready
     now = time.time()
@@ -389,9 +401,20 @@ def calls_through(
     return one
 
 
+def bench_settings() -> Settings:
+    """The bridge's settings: the per-token limits off, unless `--limits` (then at their defaults)."""
+    limits = Limits() if os.environ.get(_LIMITS_ENV) else Limits(agent_rate=0, agent_max_calls=0)
+    return Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0, limits=limits)
+
+
 def http_request(body: bytes, headers: bytes, now: float) -> bytes:
-    """The agent's POST /mcp, signed in at `now`, with `headers` (each ending in CRLF) beside the usual ones."""
-    token = mint(SECRET, "agent", "bench", 3600, now).encode()
+    """The agent's POST /mcp, signed in at `now`, with `headers` (each ending in CRLF) beside the usual ones.
+
+    With `--scope N`, its token is scoped to N tool names, `echo` among them (the last).
+    """
+    names = int(os.environ.get(_SCOPE_ENV) or 0)
+    tools = [*(f"other_{n}" for n in range(names - 1)), "echo"] if names else None
+    token = mint(SECRET, "agent", "bench", 3600, now, tools=tools).encode()
     return (
         b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAuthorization: Bearer " + token + b"\r\n"
         b"Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
@@ -503,7 +526,21 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--log", choices=("error", "warn", "info", "debug"), help="log at this level")
     parser.add_argument("--metrics", action="store_true", help="with the metrics collector built")
+    parser.add_argument(
+        "--scope",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the agent token scoped to N tool names (echo among them)",
+    )
+    parser.add_argument(
+        "--limits", action="store_true", help="the per-token limits on at their defaults (else off)"
+    )
     flags = parser.parse_args()
+    if flags.scope:
+        os.environ[_SCOPE_ENV] = str(flags.scope)
+    if flags.limits:
+        os.environ[_LIMITS_ENV] = "1"
     if flags.log:
         os.environ[_LOG_ENV] = flags.log
     if flags.metrics:

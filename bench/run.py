@@ -344,6 +344,12 @@ def start_bridge(
         str(port),
         "--log",
         "warn",
+        # wrk's 64 connections share one agent token at tens of thousands of calls a second:
+        # the per-token limits (docs/configuration.md, Agent limits) would refuse most of them.
+        "--agent-rate",
+        "0",
+        "--agent-max-calls",
+        "0",
     ]
     process = fleet.start(name, argv + list(flags), cpus, bridge_env(secret, pure))
     return Server(name, port, psutil.Process(process.pid))

@@ -20,7 +20,7 @@ from clientmcp_fast.config import (
     parse_duration,
     worker_settings,
 )
-from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, mint
+from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, MAX_SCOPE_ENTRIES, TokenError, mint, scope_of
 
 DEFAULT_TTL = "24h"
 # Set by `serve --workers N` in each worker's environment to its index, from 0 (clientmcp_fast/workers.py).
@@ -95,6 +95,12 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("role", choices=("client", "agent"), help="client: the app connects; agent: calls it")
     token.add_argument("client_id", metavar="ID", help="the client ID (1-128 of A-Z a-z 0-9 _ - . : @)")
     token.add_argument("--ttl", default=DEFAULT_TTL, help="lifetime, e.g. 3600s, 15m, 24h, 30d (default 24h)")
+    token.add_argument(
+        "--tools",
+        metavar="NAMES",
+        help="agent tokens only: the tools it may see and call, comma-separated names and "
+        "prefixes ending in * (a,b,read_*); default: every tool",
+    )
     token.add_argument(
         "--state",
         default=argparse.SUPPRESS,
@@ -220,6 +226,18 @@ def _token(flags: argparse.Namespace) -> int:
         raise ConfigError(f"--ttl: {error}") from None
     if not CLIENT_ID_PATTERN.fullmatch(flags.client_id):
         raise ConfigError("ID must be 1-128 characters of A-Z a-z 0-9 _ - . : @")
+    tools = None
+    if flags.tools is not None:
+        if flags.role != "agent":
+            raise ConfigError("--tools scopes an agent token: a client token has no scope")
+        tools = [entry.strip() for entry in flags.tools.split(",")]
+        try:
+            scope_of(tools)
+        except TokenError:
+            raise ConfigError(
+                f"--tools: {flags.tools!r} is not 1-{MAX_SCOPE_ENTRIES} comma-separated tool names "
+                "or prefixes ending in * (a,b,read_*)"
+            ) from None
     generation = None
     path = _state_path(flags)
     if path is not None:
@@ -233,7 +251,7 @@ def _token(flags: argparse.Namespace) -> int:
             f"clientmcp: {flags.role} generation {generation} of {flags.client_id} (from {where})",
             file=sys.stderr,
         )
-    print(mint(signing, flags.role, flags.client_id, ttl, time.time(), gen=generation))
+    print(mint(signing, flags.role, flags.client_id, ttl, time.time(), gen=generation, tools=tools))
     return 0
 
 

@@ -74,6 +74,19 @@ def _non_negative_int(text: str) -> int:
     return _whole_number(text, zero_allowed=True)
 
 
+def _rate(text: str) -> float:
+    """A number of requests a second: 0 (off) or more, fractions allowed (`0.5`: one every 2 s)."""
+    match = re.fullmatch(r"\s*([-+]?\d+(?:\.\d+)?)\s*", text)
+    if not match:
+        raise ValueError(f"{text!r} is not a number of requests a second, such as 1000 or 0.5")
+    value = float(match.group(1))
+    if value < 0:
+        raise ValueError(f"{text!r} must not be negative")
+    if value > MAX_WHOLE_NUMBER:
+        raise ValueError(f"{text!r} is more than the largest number allowed, {MAX_WHOLE_NUMBER}")
+    return value
+
+
 def _port(text: str) -> int:
     value = _integer(text)
     if not 0 <= value <= 65535:
@@ -243,6 +256,18 @@ OPTIONS = (
         "max-streams-per-client", _positive_int, "notification streams per client ID (default 64)", "limits"
     ),
     Option("max-streams", _positive_int, "notification streams in total (default 10000)", "limits"),
+    Option(
+        "agent-rate",
+        _rate,
+        "requests a second per agent token, a burst of as many at once (default 1000; 0: no limit)",
+        "limits",
+    ),
+    Option(
+        "agent-max-calls",
+        _non_negative_int,
+        "calls in flight per agent token (default 100; 0: no limit)",
+        "limits",
+    ),
     Option(
         "max-app-connections",
         _non_negative_int,

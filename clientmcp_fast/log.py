@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import time
 from collections.abc import Callable
 
 from clientmcp_fast._pure.routing import origin_form
 from clientmcp_fast.core.bridge import CallLog as BridgeCallLog
-from clientmcp_fast.core.counters import OUTCOMES
+from clientmcp_fast.core.bridge import RefusalLog
+from clientmcp_fast.core.counters import OUTCOMES, REFUSALS
 from clientmcp_fast.net.log_lines import CallLog, stamp, text_value
 
 logger = logging.getLogger("clientmcp")
@@ -146,6 +148,34 @@ class _CallRecords(BridgeCallLog):
 
     def flush(self) -> None:
         """Nothing is held back."""
+
+
+# An agent over its limits may be refused thousands of times a second: its lines are bounded.
+REFUSAL_LINE_EVERY_SECONDS = 10.0
+
+
+def refusal_log() -> RefusalLines | None:
+    """What the bridge tells of each agent refused for its token's scope or limits, or None below `info`."""
+    return RefusalLines() if logger.isEnabledFor(logging.INFO) else None
+
+
+class RefusalLines(RefusalLog):
+    """An `agent_refused` line per refusal, at most one per reason every 10 s; those between counted in the next."""
+
+    def __init__(self) -> None:
+        self._next_line_at = [-math.inf] * len(REFUSALS)
+        self._not_logged = [0] * len(REFUSALS)
+
+    def refused(self, reason: int, client_id: str, now: float) -> None:
+        """An agent of `client_id` was refused for `reason` at `now` (the loop's clock)."""
+        if now < self._next_line_at[reason]:
+            self._not_logged[reason] += 1
+            return
+        self._next_line_at[reason] = now + REFUSAL_LINE_EVERY_SECONDS
+        not_logged, self._not_logged[reason] = self._not_logged[reason], 0
+        event(
+            logging.INFO, "agent_refused", reason=REFUSALS[reason], client_id=client_id, not_logged=not_logged
+        )
 
 
 def redact_target(target: bytes) -> str:

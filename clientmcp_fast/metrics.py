@@ -23,7 +23,7 @@ from prometheus_client.core import (
 
 from clientmcp_fast import __version__
 from clientmcp_fast.core.agent_streams import LegacyStream
-from clientmcp_fast.core.counters import DURATION_BUCKETS, ERAS, METHODS, OUTCOMES
+from clientmcp_fast.core.counters import DURATION_BUCKETS, ERAS, METHODS, OUTCOMES, REFUSALS
 from clientmcp_fast.core.directory import RemoteApp
 from clientmcp_fast.log import logger
 from clientmcp_fast.net.server import FILES_WARN_EVERY_SECONDS as WARN_EVERY_SECONDS
@@ -127,6 +127,14 @@ class BridgeCollector:
         for outcome, count in zip(OUTCOMES, counters.outcomes()):
             calls.add_metric([outcome], count)
         yield calls
+        refusals = CounterMetricFamily(
+            "clientmcp_agent_refusals",
+            "Agents refused for their token's scope (a hidden tool called), rate or calls in flight",
+            labels=["reason"],
+        )
+        for reason, count in zip(REFUSALS, counters.refusals):
+            refusals.add_metric([reason], count)
+        yield refusals
         yield _gauge(
             "clientmcp_calls_in_flight", "Calls sent to an app and not answered yet", len(bridge.calls)
         )

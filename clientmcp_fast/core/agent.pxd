@@ -2,13 +2,13 @@
 
 cimport cython
 
-from clientmcp_fast.core.agent_checks cimport authenticate, header_text, media_accepted
+from clientmcp_fast.core.agent_checks cimport authenticate, header_text, media_accepted, over_rate
 from clientmcp_fast.core.agent_context cimport Context
 from clientmcp_fast.core.agent_legacy cimport serve_legacy
 from clientmcp_fast.core.agent_modern cimport serve_modern
 from clientmcp_fast.core.bridge cimport Bridge
 from clientmcp_fast.core.http cimport Exchange, Request
-from clientmcp_fast.core.tokens cimport TokenVerifier
+from clientmcp_fast.core.tokens cimport Grant, TokenVerifier
 from clientmcp_fast.core.jsonrpc cimport decode_body, valid_id
 
 
@@ -19,8 +19,9 @@ cdef class AgentEndpoint:
     cdef public dict _accept_cache
     cdef public dict _bearer_cache
     cdef public dict _name_cache
+    cdef public double agent_rate
 
-    @cython.locals(request=Request, method=bytes, body=bytes, context=Context)
+    @cython.locals(request=Request, method=bytes, body=bytes, context=Context, grant=Grant, rate=double)
     cpdef handle(self, Exchange exchange, path_token, now)
     @cython.locals(request=Request)
     cpdef _route(self, Context context, message, now)

@@ -25,6 +25,7 @@ from clientmcp_fast.core.agent_checks import (
     header_text,
     media_accepted,
     origin_allowed,
+    over_rate,
     preflight,
 )
 from clientmcp_fast.core.agent_context import JSON_HEADERS, Context
@@ -32,6 +33,7 @@ from clientmcp_fast.core.agent_eras import LEGACY, MODERN, SUPPORTED
 from clientmcp_fast.core.agent_legacy import serve_batch, serve_legacy
 from clientmcp_fast.core.agent_modern import serve_modern
 from clientmcp_fast.core.agent_streams import LegacyStream
+from clientmcp_fast.core.counters import REFUSED_RATE
 from clientmcp_fast.core.http import ACCEPT, AUTHORIZATION, MCP_PROTOCOL_VERSION, ORIGIN, Exchange, Headers
 from clientmcp_fast.core.jsonrpc import (
     HEADER_MISMATCH,
@@ -45,7 +47,7 @@ from clientmcp_fast.core.jsonrpc import (
     decode_body,
     valid_id,
 )
-from clientmcp_fast.core.tokens import TokenVerifier
+from clientmcp_fast.core.tokens import Grant, TokenVerifier
 from clientmcp_fast.core.websocket import valid_utf8
 
 if TYPE_CHECKING:
@@ -58,7 +60,15 @@ _HEADER_VERSIONS = {version.encode(): version for version in SUPPORTED}
 class AgentEndpoint:
     """Serves `/mcp` and `/mcp/<token>`: each request checked, routed to its era, and answered."""
 
-    __slots__ = ("bridge", "verifier", "allowed_origins", "_accept_cache", "_bearer_cache", "_name_cache")
+    __slots__ = (
+        "bridge",
+        "verifier",
+        "allowed_origins",
+        "_accept_cache",
+        "_bearer_cache",
+        "_name_cache",
+        "agent_rate",
+    )
 
     def __init__(
         self, bridge: Bridge, verifier: TokenVerifier, allowed_origins: tuple[str, ...] | None
@@ -71,6 +81,7 @@ class AgentEndpoint:
         # tools in Mcp-Name again and again: each value is read once (see agent_checks.remember_value).
         self._bearer_cache: dict[bytes, bytes] = {}
         self._name_cache: dict[bytes, str | None] = {}
+        self.agent_rate = float(bridge.limits.agent_rate)  # requests a second per agent token; 0: off
 
     # -- the order of checks (docs/protocol.md, Which era serves a request) -----------------
 
@@ -92,11 +103,17 @@ class AgentEndpoint:
         if method == b"OPTIONS":
             preflight(exchange, origin, cors)
             return
-        client_id = authenticate(
+        grant = authenticate(
             self.verifier, self._bearer_cache, exchange, request.header(AUTHORIZATION), path_token, cors, now
         )
-        if client_id is None:
+        if grant is None:
             return
+        rate = self.agent_rate
+        if rate > 0.0:
+            wait = over_rate(grant, rate, now)
+            if wait:
+                self._over_rate(exchange, grant, cors, wait, now)
+                return
         if method != b"POST" and method != b"GET":
             exchange.respond(
                 405,
@@ -106,7 +123,7 @@ class AgentEndpoint:
             return
         json_ok, sse_ok, sse_named = media_accepted(self._accept_cache, request.header(ACCEPT))
         context = Context.__new__(Context)
-        context.init_context(exchange, client_id, cors, json_ok, sse_named)
+        context.init_context(exchange, grant, cors, json_ok, sse_named)
         if method == b"GET":
             self._get(context, sse_named, now)
             return
@@ -146,6 +163,19 @@ class AgentEndpoint:
             serve_batch(self.bridge, context, message, now)
         else:
             self._route(context, message, now)
+
+    def _over_rate(self, exchange: Exchange, grant: Grant, cors: Headers, wait: int, now: float) -> None:
+        """429 to a token over --agent-rate; the error carries the request's id where the body names one."""
+        body = exchange.request.body
+        id_json = jsonrpc.salvage_id(body) if body else NULL_ID
+        self.bridge.refused_agent(REFUSED_RATE, grant.client_id, now)
+        context = Context.__new__(Context)
+        context.init_context(exchange, grant, cors, True, False)
+        context.too_many(
+            id_json,
+            wait,
+            f"Too many requests: this agent token may make {self.agent_rate:g} requests a second; retry after {wait} s",
+        )
 
     # -- GET: the legacy notification stream ------------------------------------------------
 

@@ -14,7 +14,7 @@ from clientmcp_fast.core.http import Exchange, Headers
 from clientmcp_fast.core.jsonrpc import INVALID_REQUEST, NULL_ID
 from clientmcp_fast.core.memo import remember
 from clientmcp_fast.core.param_headers import decode_header_value
-from clientmcp_fast.core.tokens import ROLE_AGENT, TokenError, TokenVerifier
+from clientmcp_fast.core.tokens import ROLE_AGENT, Grant, TokenError, TokenVerifier
 from clientmcp_fast.log import logger
 
 ALLOW = (b"allow", b"GET, POST, OPTIONS")
@@ -101,8 +101,8 @@ def authenticate(
     path_token: bytes,
     cors: Headers,
     now: float,
-) -> str | None:
-    """The client ID the agent token selects; None after answering 401 (ClientMCP v1 §4).
+) -> Grant | None:
+    """The grant of the agent token (its client ID, scope, limits); None after answering 401 (ClientMCP v1 §4).
 
     `cache` remembers the token of each Authorization value (see `remember_value`).
     """
@@ -120,7 +120,7 @@ def authenticate(
         challenge = b"Bearer"
     else:
         try:
-            return verifier.verify(token, ROLE_AGENT, now)
+            return verifier.grant(token, ROLE_AGENT, now)
         except TokenError as error:
             problem = str(error)
             challenge = b'Bearer error="invalid_token"'
@@ -131,6 +131,26 @@ def authenticate(
         jsonrpc.error(NULL_ID, INVALID_REQUEST, f"Unauthorized: {problem}"),
     )
     return None
+
+
+def over_rate(grant: Grant, rate: float, now: float) -> int:
+    """0 when the token may make this request (one is taken); else the whole seconds until it may.
+
+    A token bucket per token (--agent-rate), refilled by `now`: it holds one second of requests
+    (at least one), so a burst of `rate` requests at once is served, then `rate` a second.
+    """
+    capacity = rate if rate > 1.0 else 1.0
+    allowance = grant.allowance + (now - grant.allowance_at) * rate
+    if allowance > capacity:
+        allowance = capacity
+    grant.allowance_at = now
+    if allowance >= 1.0:
+        grant.allowance = allowance - 1.0
+        return 0
+    grant.allowance = allowance
+    wait = (1.0 - allowance) / rate
+    seconds = int(wait)  # Retry-After is whole seconds (RFC 9110 §10.2.3): rounded up, at least 1
+    return seconds + 1 if seconds < wait or seconds == 0 else seconds
 
 
 # -- Accept (docs/protocol.md, Which era serves a request) --------------------------------------

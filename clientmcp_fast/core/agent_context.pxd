@@ -5,6 +5,7 @@ from clientmcp_fast.core.agent_streams cimport sse_event
 from clientmcp_fast.core.bridge cimport Bridge
 from clientmcp_fast.core.calls cimport Call
 from clientmcp_fast.core.http cimport Exchange
+from clientmcp_fast.core.tokens cimport Grant
 
 
 cdef class Context(Call):
@@ -18,9 +19,10 @@ cdef class Context(Call):
     cdef public object session
     cdef public object tool
 
-    cpdef init_context(self, Exchange exchange, client_id, cors, bint json_ok, bint sse_named)
+    cpdef init_context(self, Exchange exchange, Grant grant, cors, bint json_ok, bint sse_named)
     cpdef reply(self, body, extra=*)
     cpdef fail(self, status, id_json, code, message, data=*)
+    cpdef too_many(self, id_json, retry_after, message)
     cpdef accepted(self)
     cpdef start_call(self, Bridge bridge, app, tool, arguments, modern, id_json, session, now)
     cpdef _finish(self, body)

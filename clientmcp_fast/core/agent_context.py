@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge, NotificationStream
     from clientmcp_fast.core.channel import AppChannel
     from clientmcp_fast.core.register import Tool
+    from clientmcp_fast.core.tokens import Grant
 
 JSON_HEADERS = JSON_ONLY
 
@@ -47,7 +48,7 @@ class Context(Call):
     def init_context(
         self,
         exchange: Exchange,
-        client_id: str,
+        grant: Grant,
         cors: Headers,
         json_ok: bool,
         sse_named: bool,
@@ -59,7 +60,8 @@ class Context(Call):
         """
         self.init_call(sse_named)  # `wants_stream`: the Accept header named text/event-stream
         self.exchange = exchange
-        self.client_id = client_id
+        self.grant = grant  # the agent token's: its scope, and its calls in flight (core/bridge.py)
+        self.client_id = grant.client_id
         self.cors = cors
         self.json_ok = json_ok
         # Set by `start_call` for a tools/call.
@@ -82,6 +84,11 @@ class Context(Call):
         """A JSON-RPC error with an HTTP status; always JSON (it is decided before any stream starts)."""
         headers = (*JSON_HEADERS, *self.cors) if self.cors else JSON_HEADERS
         self.exchange.respond(status, headers, jsonrpc.error(id_json, code, message, data))
+
+    def too_many(self, id_json: bytes, retry_after: int, message: str) -> None:
+        """429 with Retry-After (whole seconds) and a JSON-RPC error: a per-token limit was reached."""
+        headers = (*JSON_HEADERS, *self.cors, (b"retry-after", str(retry_after).encode()))
+        self.exchange.respond(429, headers, jsonrpc.error(id_json, INVALID_REQUEST, message))
 
     def accepted(self) -> None:
         """202 with no body: a notification or a response the agent posted."""

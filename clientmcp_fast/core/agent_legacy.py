@@ -185,7 +185,7 @@ class _Batch:
         for index, raw in enumerate(elements):
             # JSON in each element, never SSE: the batch answer is one JSON array.
             element = Context.__new__(Context)
-            element.init_context(self.exchanges[index], context.client_id, (), True, False)
+            element.init_context(self.exchanges[index], context.grant, (), True, False)
             try:
                 message = jsonrpc.decode_message(raw)
             except msgspec.ValidationError:

@@ -6,9 +6,11 @@ cimport cython
 from clientmcp_fast.core.agent_context cimport Context
 from clientmcp_fast.core.bridge cimport Bridge
 from clientmcp_fast.core.http cimport Request
+from clientmcp_fast.core.tokens cimport Grant, ToolScope
 
 
 cpdef instructions(Bridge bridge, client_id)
+@cython.locals(scope=ToolScope)
 cpdef tools_list(Bridge bridge, Context context, id_json, params, modern)
-@cython.locals(tools=dict, request=Request)
+@cython.locals(tools=dict, request=Request, grant=Grant, scope=ToolScope, limit=Py_ssize_t)
 cpdef tools_call(Bridge bridge, Context context, id_json, name, params, modern, session, now)

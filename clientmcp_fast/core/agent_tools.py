@@ -9,9 +9,16 @@ from msgspec import UNSET
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent_context import Context, tool_error
 from clientmcp_fast.core.agent_eras import MODERN_LIST_TAIL
-from clientmcp_fast.core.counters import NOT_REGISTERED, OFFLINE, UNKNOWN_TOOL
+from clientmcp_fast.core.counters import (
+    NOT_REGISTERED,
+    OFFLINE,
+    REFUSED_CONCURRENCY,
+    REFUSED_SCOPE,
+    UNKNOWN_TOOL,
+)
 from clientmcp_fast.core.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, Params
 from clientmcp_fast.core.param_headers import param_header_problem
+from clientmcp_fast.core.register import scoped_tools_json
 from clientmcp_fast.speedups import first_byte, json_member, jsonrpc_result
 
 if TYPE_CHECKING:
@@ -25,13 +32,17 @@ def instructions(bridge: Bridge, client_id: str) -> str | None:
 
 
 def tools_list(bridge: Bridge, context: Context, id_json: bytes, params: Params, modern: bool) -> None:
-    """A tools/list: the app's latest tools, one page; none when it is offline."""
+    """A tools/list: the app's latest tools within the token's scope, one page; none when it is offline."""
     cursor = json_member(params.cursor)
     if cursor is not UNSET and cursor is not None:
         context.fail(400 if modern else 200, id_json, INVALID_PARAMS, "Invalid params: unknown cursor")
         return
     app = bridge.apps.get(context.client_id)
-    tools = app.toolset.tools_json if app is not None and app.toolset is not None else b"[]"
+    toolset = app.toolset if app is not None else None
+    tools = b"[]"
+    if toolset is not None:
+        scope = context.grant.scope
+        tools = toolset.tools_json if scope is None else scoped_tools_json(toolset, scope)
     if modern:
         context.reply(
             jsonrpc_result(id_json, b'{"resultType":"complete","tools":' + tools + MODERN_LIST_TAIL)
@@ -75,6 +86,13 @@ def tools_call(
         return
     tools = toolset.tools
     tool = tools.get(name)
+    grant = context.grant
+    scope = grant.scope
+    if scope is not None and tool is not None and not scope.allows(name):
+        # Outside the token's scope: answered exactly as a tool the app does not have, so that
+        # nothing tells the agent it exists (docs/protocol.md, Scoped agent tokens); only the metrics tell.
+        bridge.refused_agent(REFUSED_SCOPE, context.client_id, now)
+        tool = None
     if tool is None:
         _refused(bridge, context, name, modern, UNKNOWN_TOOL)
         context.fail(error_status, id_json, INVALID_PARAMS, f"Unknown tool: {name}")
@@ -85,6 +103,15 @@ def tools_call(
         if problem is not None:
             context.fail(400, id_json, HEADER_MISMATCH, problem)
             return
+    limit = bridge.max_calls_per_token
+    if limit and grant.in_flight >= limit:
+        bridge.refused_agent(REFUSED_CONCURRENCY, context.client_id, now)
+        context.too_many(
+            id_json,
+            1,  # a call ends at the latest at the call timeout; an agent looks again in a second
+            f"Too many calls in flight: this agent token may have {limit} at once; retry after 1 s",
+        )
+        return
     context.start_call(bridge, app, tool, arguments, modern, id_json, session, now)
 
 

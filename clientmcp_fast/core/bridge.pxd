@@ -4,7 +4,7 @@ cimport cython
 
 from clientmcp_fast.core.calls cimport Call, InFlightCalls
 from clientmcp_fast.core.counters cimport Counters
-from clientmcp_fast.core.tokens cimport TokenVerifier
+from clientmcp_fast.core.tokens cimport Grant, TokenVerifier
 
 
 cdef class CallLog:
@@ -30,10 +30,14 @@ cdef class Bridge:
     cdef public object directory
     cdef public Counters counters
     cdef public CallLog call_log
+    cdef public Py_ssize_t max_calls_per_token
+    cdef public object refusal_log
 
     cpdef complete(self, Call call, result, Py_ssize_t shape)
+    @cython.locals(grant=Grant)
     cpdef start_call(self, app, tool, arguments, Call call, now)
     cpdef abandon(self, Call call)
     cpdef refused_call(self, call, Py_ssize_t outcome)
-    @cython.locals(deadline=double, timeout=double, seconds=double)
+    cpdef refused_agent(self, Py_ssize_t reason, client_id, now)
+    @cython.locals(deadline=double, timeout=double, seconds=double, grant=Grant)
     cpdef _ended(self, Call call, Py_ssize_t outcome, double now)

@@ -68,6 +68,14 @@ class CallLog:
         raise NotImplementedError
 
 
+class RefusalLog:
+    """Where each agent refused for its token's scope or limits is told (clientmcp_fast/net/log_lines.py)."""
+
+    def refused(self, reason: int, client_id: str, now: float) -> None:
+        """An agent of `client_id` was refused for `reason` (core/counters.py, REFUSALS) at `now`."""
+        raise NotImplementedError
+
+
 class Bridge:
     """Online apps by client ID, their tool sets and calls, and who listens for changes."""
 
@@ -90,6 +98,8 @@ class Bridge:
         "directory",
         "counters",
         "call_log",
+        "max_calls_per_token",
+        "refusal_log",
     )
 
     def __init__(
@@ -124,6 +134,10 @@ class Bridge:
         self.directory: Directory | None = None
         self.counters = Counters()  # read by the metrics collector (docs/operations.md)
         self.call_log: CallLog | None = None  # set by the I/O side when a line per call is logged
+        self.max_calls_per_token = limits.agent_max_calls  # 0: no limit (docs/configuration.md)
+        # Told of each agent refused for its token's scope or limits (`refused_agent`), for the
+        # log lines the I/O side writes at most so often (net/log_lines.py); None: no lines.
+        self.refusal_log: RefusalLog | None = None
 
     # -- apps -------------------------------------------------------------------------------
 
@@ -194,6 +208,9 @@ class Bridge:
             self.refused_call(call, BUSY)
             call.call_error(outcomes.BUSY)
             return False
+        grant = call.grant
+        if grant is not None:
+            grant.in_flight += 1  # back down in `_ended`, however the call ends
         counters = self.counters
         counters.now = now
         counters.calls_started += 1
@@ -222,6 +239,9 @@ class Bridge:
     def _ended(self, call: Call, outcome: int, now: float) -> None:
         # Every call sent to an app ends here once; its start is its deadline less the timeout.
         # (Compiled, the three are C doubles: no float object is made per call.)
+        grant = call.grant
+        if grant is not None:
+            grant.in_flight -= 1
         deadline = call.deadline
         timeout = self.calls.timeout
         seconds = now - deadline + timeout
@@ -238,6 +258,12 @@ class Bridge:
             self.call_log.ended(call, outcome, 0.0)
         if self.directory is not None:
             self.directory.call_ended(call, outcome)
+
+    def refused_agent(self, reason: int, client_id: str, now: float) -> None:
+        """An agent was refused for its token's scope or limits: counted, and told to the refusal log."""
+        self.counters.refusals[reason] += 1
+        if self.refusal_log is not None:
+            self.refusal_log.refused(reason, client_id, now)
 
     # -- notification streams ---------------------------------------------------------------
 

@@ -1,6 +1,9 @@
 # Typed declarations of calls.py for its compiled build (Cython pure-Python mode): see setup.py.
 # Every attribute of __slots__ is declared here, public so Python code sees what it saw before.
 
+from clientmcp_fast.core.tokens cimport Grant
+
+
 cdef class Call:
     cdef public Py_ssize_t seq
     cdef public str id
@@ -9,6 +12,7 @@ cdef class Call:
     cdef public object slow_at
     cdef public bint wants_stream
     cdef public bint streaming
+    cdef public Grant grant
 
     cpdef init_call(self, bint wants_stream)
     cpdef call_result(self, result, has_result_type)

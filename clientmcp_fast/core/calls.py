@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.channel import AppChannel
+    from clientmcp_fast.core.tokens import Grant
 
 # ClientMCP v1 §4.3: a call still running after a second is answered as an SSE stream, with an
 # SSE comment every second until the answer.
@@ -26,7 +27,7 @@ class Call:
     in the routing fields when the call starts.
     """
 
-    __slots__ = ("seq", "id", "app", "deadline", "slow_at", "wants_stream", "streaming")
+    __slots__ = ("seq", "id", "app", "deadline", "slow_at", "wants_stream", "streaming", "grant")
 
     def __init__(self, wants_stream: bool) -> None:
         self.init_call(wants_stream)
@@ -40,6 +41,9 @@ class Call:
         self.app: AppChannel | None = None
         self.deadline = 0.0
         self.slow_at = 0.0
+        # The agent token's grant, whose calls in flight the bridge counts (--agent-max-calls);
+        # None for a call no agent token made here (one forwarded from another instance).
+        self.grant: Grant | None = None
 
     def call_result(self, result: bytes, has_result_type: bool) -> None:
         """The app answered with this CallToolResult (JSON bytes, unchanged)."""

@@ -44,6 +44,7 @@ cdef class Counters:
     cdef public Py_ssize_t websocket_bytes_out
     cdef public list forwarded
     cdef public list served
+    cdef public list refusals
     cdef public double now
 
     cpdef closed(self, code)

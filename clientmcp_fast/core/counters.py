@@ -35,6 +35,14 @@ BUSY = 9
 TOO_LARGE = 10
 SHUTTING_DOWN = 11
 
+# Why the agent endpoint refused an agent (docs/operations.md, Metrics); an index into
+# `Counters.refusals`: a call of a tool outside its token's scope (answered as an unknown tool),
+# a token over --agent-rate, a token at --agent-max-calls.
+REFUSALS = ("scope", "rate", "concurrency")
+REFUSED_SCOPE = 0
+REFUSED_RATE = 1
+REFUSED_CONCURRENCY = 2
+
 # The methods agent requests are counted by (docs/operations.md, Metrics); any other is "other",
 # so that an agent cannot add a label value.
 METHODS = (
@@ -116,6 +124,7 @@ class Counters:
         "websocket_bytes_out",
         "forwarded",
         "served",
+        "refusals",
         "now",
     )
 
@@ -168,6 +177,7 @@ class Counters:
         # once per call end, never on a single process's path.
         self.forwarded = [0] * len(OUTCOMES)
         self.served = [0] * len(OUTCOMES)
+        self.refusals = [0] * len(REFUSALS)  # agents refused, by reason (REFUSALS)
         self.now = 0.0  # the latest `now` the bridge was given (for ends that come without one)
 
     def closed(self, code: int) -> None:

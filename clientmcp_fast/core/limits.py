@@ -33,6 +33,10 @@ class Limits:
     app_soft_seconds: float = 30.0
     max_streams_per_client: int = 64
     max_streams: int = 10_000
+    # Per agent token (docs/configuration.md, Agent limits); 0 turns either off. A token's rate
+    # bucket holds one second of requests, so a burst of `agent_rate` at once is served.
+    agent_rate: float = 1_000.0
+    agent_max_calls: int = 100
     # 0 means "the open-file limit less 10 % for agents", worked out when the server starts.
     max_app_connections: int = 0
     # With --nats: apps held by other instances whose tool sets this instance keeps (docs/scaling.md).

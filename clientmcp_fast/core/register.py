@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from weakref import WeakValueDictionary
 
 import msgspec
 
 from clientmcp_fast.core.jsonrpc import encode_json
 from clientmcp_fast.core.limits import MAX_CLOSE_REASON_BYTES
+from clientmcp_fast.core.memo import remember
 from clientmcp_fast.core.messages import decode_raw_list, decode_tool_head
 from clientmcp_fast.core.param_headers import HeaderParam, InvalidAnnotation, header_params
 from clientmcp_fast.speedups import json_member
+
+if TYPE_CHECKING:
+    from clientmcp_fast.core.tokens import ToolScope
 
 TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
@@ -38,6 +42,8 @@ class ToolSet:
     tools: dict[str, Tool]  # in declared order
     tools_json: bytes  # the JSON array of tools, as the app declared them
     instructions: str | None
+    # tools_json within each scope agents listed it with, by the scope's key (`scoped_tools_json`).
+    scoped: dict[frozenset[str], bytes] = field(default_factory=dict, compare=False, repr=False)
 
     def same_tools(self, other: ToolSet | None) -> bool:
         """Whether `other` declares exactly these tools (a change announces list_changed)."""
@@ -45,6 +51,26 @@ class ToolSet:
 
 
 EMPTY_TOOLSET = ToolSet({}, b"[]", None)
+
+# Scoped views kept per tool set: scopes are chosen by whoever mints, so they are bounded too.
+MAX_SCOPED_VIEWS = 64
+
+
+def scoped_tools_json(toolset: ToolSet, scope: ToolScope) -> bytes:
+    """The JSON array of the tools of `toolset` that `scope` allows, in declared order, as the app sent each.
+
+    Made once per tool set and scope (the array split again at its elements), then kept with
+    the tool set, so that a scoped tools/list costs a lookup like an unscoped one.
+    """
+    view = toolset.scoped.get(scope.key)
+    if view is None:
+        elements = decode_raw_list(toolset.tools_json) if toolset.tools else []
+        # toolset.tools is in declared order, as the array's elements are.
+        kept = [bytes(raw) for raw, name in zip(elements, toolset.tools) if scope.allows(name)]
+        view = b"[" + b",".join(kept) + b"]"
+        remember(toolset.scoped, scope.key, view, MAX_SCOPED_VIEWS)
+    return view
+
 
 # Apps of one application declare the same tools: the same register is checked once, and
 # one ToolSet serves every app that sent it, for as long as one of them holds it. With

@@ -28,6 +28,10 @@ CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 # A grant's gen when the claim is not a non-negative integer: no generation is ever negative,
 # so such a token is refused wherever generations are kept, and ignored where they are not.
 GEN_INVALID = -1
+# The `tools` claim of a scoped agent token (docs/protocol.md, Scoped agent tokens): 1-1,000 entries, each a tool
+# name (register's rule) or a prefix of one followed by `*`; anything else refuses the token.
+MAX_SCOPE_ENTRIES = 1_000
+_SCOPE_ENTRY = re.compile(r"[A-Za-z0-9_.-]{1,128}|[A-Za-z0-9_.-]{0,128}\*")
 
 
 # A compact JWS is three base64url segments, unpadded (RFC 7515 §2, §7.1), and nothing else:
@@ -47,17 +51,46 @@ class TokenError(Exception):
     """A credential was refused; the message says why and never contains the token."""
 
 
+class ToolScope:
+    """The tools a scoped agent token may see and call: exact names, and prefixes (`read_*`)."""
+
+    __slots__ = ("names", "prefixes", "key")
+
+    def __init__(self, entries: Sequence[str]) -> None:
+        self.names = frozenset(entry for entry in entries if not entry.endswith("*"))
+        self.prefixes = tuple(sorted({entry[:-1] for entry in entries if entry.endswith("*")}))
+        # Equal scopes have equal keys (a frozenset caches its hash): what a tool set's scoped
+        # views are kept under (core/register.py, `scoped_tools_json`).
+        self.key = frozenset(entries)
+
+    def allows(self, name: str) -> bool:
+        """Whether the tool `name` is within the scope."""
+        return name in self.names or name.startswith(self.prefixes)
+
+
 class Grant:
-    """What a token whose signature verified says: who, in which role, and when it is valid."""
+    """What a token whose signature verified says, and what its agent has used of its limits.
 
-    __slots__ = ("client_id", "role", "exp", "nbf", "gen")
+    One grant per verified token: the compact form has one spelling, so a token's bytes and its
+    signature name the same grant, and the per-token limits are counted here, in the
+    verifier's bounded cache (docs/configuration.md, Agent limits).
+    """
 
-    def __init__(self, client_id: str, role: str, exp: float, nbf: float, gen: int = 0) -> None:
+    __slots__ = ("client_id", "role", "exp", "nbf", "gen", "scope", "allowance", "allowance_at", "in_flight")
+
+    def __init__(
+        self, client_id: str, role: str, exp: float, nbf: float, gen: int = 0, scope: ToolScope | None = None
+    ) -> None:
         self.client_id = client_id
         self.role = role
         self.exp = exp  # math.inf without an exp claim
         self.nbf = nbf  # -math.inf without an nbf claim
         self.gen = gen  # 0 without a gen claim, GEN_INVALID when it is not a non-negative integer
+        self.scope = scope  # None without a tools claim: every tool, as ClientMCP v1 has it
+        # The token bucket of --agent-rate: requests left at `allowance_at`; never used yet, full.
+        self.allowance = 0.0
+        self.allowance_at = -math.inf
+        self.in_flight = 0  # calls of this token sent to an app and not ended (core/bridge.py)
 
 
 def _segment(text: str) -> bytes:
@@ -131,6 +164,10 @@ class TokenVerifier:
         but not cached, so that it costs no memory while the app sits idle, and pushes no
         agent's token out of the cache.
         """
+        return self.grant(token, role, now, remember).client_id
+
+    def grant(self, token: str | bytes, role: str, now: float, remember: bool = True) -> Grant:
+        """The grant of a valid `role` token at time `now` (see `verify`); raises `TokenError` otherwise."""
         now += self.wall_offset
         grant = self._cache.get(token)
         if grant is None:
@@ -153,7 +190,7 @@ class TokenVerifier:
             current = table.get(grant.client_id, 0)
             if grant.gen != current:
                 raise TokenError(_gen_problem(grant.gen, current))
-        return grant.client_id
+        return grant
 
     def _check_signature_and_claims(self, token: str | bytes) -> Grant:
         text = token if isinstance(token, str) else token.decode("latin-1")
@@ -185,7 +222,30 @@ class TokenVerifier:
             _time_claim(claims, "exp", math.inf),
             _time_claim(claims, "nbf", -math.inf),
             _gen_claim(claims),
+            _tools_claim(claims) if role == ROLE_AGENT else None,
         )
+
+
+def _tools_claim(claims: dict) -> ToolScope | None:
+    """The scope a `tools` claim names: None when absent; raises TokenError when malformed.
+
+    A malformed claim is never read as "every tool": the token is refused (docs/protocol.md,
+    Scoped agent tokens).
+    """
+    entries = claims.get("tools")
+    if entries is None and "tools" not in claims:
+        return None
+    return scope_of(entries)
+
+
+def scope_of(entries: object) -> ToolScope:
+    """The scope of a `tools` claim's value; raises TokenError unless it is 1-1,000 tool names or prefixes*."""
+    if type(entries) is not list or not 1 <= len(entries) <= MAX_SCOPE_ENTRIES:
+        raise TokenError(f"token tools claim is not an array of 1-{MAX_SCOPE_ENTRIES} tool names")
+    for entry in entries:
+        if type(entry) is not str or _SCOPE_ENTRY.fullmatch(entry) is None:
+            raise TokenError("token tools claim holds an entry that is not a tool name or a prefix*")
+    return ToolScope(entries)
 
 
 def _gen_problem(gen: int, current: int) -> str:
@@ -196,8 +256,19 @@ def _gen_problem(gen: int, current: int) -> str:
     return f"token gen {gen} is ahead of the current generation {current}"
 
 
-def mint(secret: bytes, role: str, client_id: str, ttl: float, now: float, gen: int | None = None) -> str:
-    """A signed token for `client_id` in `role`, valid for `ttl` seconds from `now`; with a gen claim unless None."""
+def mint(
+    secret: bytes,
+    role: str,
+    client_id: str,
+    ttl: float,
+    now: float,
+    gen: int | None = None,
+    tools: Sequence[str] | None = None,
+) -> str:
+    """A signed token for `client_id` in `role`, valid for `ttl` seconds from `now`.
+
+    With a gen claim unless `gen` is None, and for an agent a `tools` scope unless `tools` is None.
+    """
     if role not in ROLES:
         raise ValueError(f"role must be client or agent, not {role!r}")
     if not CLIENT_ID_PATTERN.fullmatch(client_id):
@@ -205,6 +276,17 @@ def mint(secret: bytes, role: str, client_id: str, ttl: float, now: float, gen: 
     claims: dict[str, object] = {"sub": client_id, "role": role, "iat": int(now), "exp": int(now + ttl)}
     if gen is not None:
         claims["gen"] = gen
+    if tools is not None:
+        if role != ROLE_AGENT:
+            raise ValueError("only an agent token is scoped to tools")
+        tools = list(tools)
+        try:
+            scope_of(tools)
+        except TokenError:
+            raise ValueError(
+                f"tools must be 1-{MAX_SCOPE_ENTRIES} tool names or prefixes ending in *, such as read_*"
+            ) from None
+        claims["tools"] = tools
     signed = _HS256_HEADER + b"." + _base64url(_encode_json(claims))
     return (signed + b"." + _base64url(hmac.new(secret, signed, hashlib.sha256).digest())).decode("ascii")
 

@@ -134,6 +134,7 @@ class Server:
         self._sync_wall_clock()
         self.bridge = Bridge(self.limits, self.verifier, self.wake, app_connection_limit(self.limits))
         self.bridge.call_log = log.call_log(self.loop.call_soon)
+        self.bridge.refusal_log = log.refusal_log()
         self.agents = AgentEndpoint(self.bridge, self.verifier, settings.allowed_origins)
         self.http_connections: set[HttpProtocol] = set()
         self.websockets: set[WebSocketProtocol] = set()

@@ -203,7 +203,8 @@ def test_result_burst(port):
     """500 calls in flight to one app, answered in one write of 4 KiB results (2 MB)."""
     client_id = "results"
     calls = 500
-    agent = token("agent", client_id)
+    # Five agents' tokens: one token has at most 100 calls in flight (--agent-max-calls).
+    agents_tokens = [mint(SECRET.encode(), "agent", client_id, 3600 + n, time.time()) for n in range(5)]
     with RawApp(port, token("client", client_id)) as app:
         app.send_text(
             json.dumps({"type": "register", "tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})
@@ -211,7 +212,7 @@ def test_result_burst(port):
         count_texts(app, REGISTERED, 1)
         agents = [RawHttp(port, timeout=30) for _ in range(calls)]
         for n, conn in enumerate(agents):
-            conn.send(mcp_post(tool_call("echo", {"n": n}), agent))
+            conn.send(mcp_post(tool_call("echo", {"n": n}), agents_tokens[n % 5]))
         ids = [json.loads(app.read_text())["id"] for _ in range(calls)]
         text = "x" * 4096
         answers = b"".join(

@@ -501,3 +501,25 @@ def test_the_modules_a_default_serve_leaves_out_come_with_their_options(serve, t
         "clientmcp_fast.net.nkeys",
     ):
         assert importlib.util.find_spec(name) is not None, name
+
+
+def test_token_agent_tools_scopes_the_token():
+    """`clientmcp token agent ID --tools a,b,read_*`: the `tools` claim of docs/protocol.md, Scoped agent tokens."""
+    result = run(
+        "token", "agent", "my-app", "--tools", "a, b,read_*", env=environment(CLIENTMCP_SECRET=SECRET_TEXT)
+    )
+    assert result.returncode == 0, result.stderr
+    claims = jwt.decode(result.stdout.strip(), SECRET_TEXT, algorithms=["HS256"])
+    assert claims["tools"] == ["a", "b", "read_*"] and claims["role"] == "agent"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["agent", "my-app", "--tools", "a,,b"], ["agent", "my-app", "--tools", ""], ["agent", "my-app", "--tools", "a b"],
+     ["client", "my-app", "--tools", "a"]],
+    ids=["empty entry", "empty", "space", "client"],
+)  # fmt: skip
+def test_token_tools_that_are_not_a_scope_are_one_line_and_exit_2(args):
+    result = run("token", *args, env=environment(CLIENTMCP_SECRET=SECRET_TEXT))
+    line = assert_one_line_error(result)
+    assert "--tools" in line

@@ -20,8 +20,14 @@ from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.net.nkeys import PREFIX_ACCOUNT
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Limits)} | {"port": Settings.port}
+# Requests a second (a number, fractions allowed, 0 turning the limit off), not a duration.
+RATES = [option for option in OPTIONS if option.name == "agent-rate"]
+# Whole numbers for which 0 means "no limit" (docs/configuration.md, Agent limits).
+ZERO_MEANS_OFF = {"agent-max-calls"}
 INTEGERS = [option for option in OPTIONS if type(_DEFAULTS.get(option.attr)) is int]
-DURATIONS = [option for option in OPTIONS if type(_DEFAULTS.get(option.attr)) is float]
+DURATIONS = [
+    option for option in OPTIONS if type(_DEFAULTS.get(option.attr)) is float and option not in RATES
+]
 # Words of Python, not of the operator's settings.
 INTERNALS = re.compile(r"Traceback|int\(\)|base 10|invalid literal|Error\b|Errno|could not convert")
 
@@ -31,13 +37,15 @@ NOT_NEGATIVE = "must not be negative"
 TOO_LARGE = "is more than the largest number allowed, 1000000000000"
 NOT_DURATION = "is not a duration like 90s, 15m, 24h or 30d"
 TOO_LONG = "is more than the largest duration allowed, 3650d"
+NOT_RATE = "is not a number of requests a second, such as 1000 or 0.5"
 
 
 def _integer_cases(option) -> list[tuple[str, str]]:
     if option.name == "port":
         return [("abc", NOT_WHOLE), ("8080.5", NOT_WHOLE), ("-1", "is not a TCP port (0 to 65535)"),
                 ("65536", "is not a TCP port (0 to 65535)")]  # fmt: skip
-    zero_allowed = _DEFAULTS[option.attr] == 0  # max-app-connections: 0 means the open-file limit
+    # max-app-connections: 0 means the open-file limit; the per-token limits: none.
+    zero_allowed = _DEFAULTS[option.attr] == 0 or option.name in ZERO_MEANS_OFF
     cases = [("abc", NOT_WHOLE), ("1.5", NOT_WHOLE), ("", NOT_WHOLE), ("10" + "0" * 12, TOO_LARGE)]
     cases.append(("-1", NOT_NEGATIVE if zero_allowed else POSITIVE))
     if not zero_allowed:
@@ -47,9 +55,13 @@ def _integer_cases(option) -> list[tuple[str, str]]:
 
 DURATION_CASES = [("soon", NOT_DURATION), ("5x", NOT_DURATION), ("-1", POSITIVE), ("-5m", POSITIVE),
                   ("0", POSITIVE), ("0s", POSITIVE), ("3651d", TOO_LONG)]  # fmt: skip
-CASES = [(option, value, rule) for option in INTEGERS for value, rule in _integer_cases(option)] + [
-    (option, value, rule) for option in DURATIONS for value, rule in DURATION_CASES
-]
+RATE_CASES = [("abc", NOT_RATE), ("1e3", NOT_RATE), ("", NOT_RATE), ("-1", NOT_NEGATIVE), ("-0.5", NOT_NEGATIVE),
+              ("10" + "0" * 12, TOO_LARGE)]  # fmt: skip
+CASES = (
+    [(option, value, rule) for option in INTEGERS for value, rule in _integer_cases(option)]
+    + [(option, value, rule) for option in DURATIONS for value, rule in DURATION_CASES]
+    + [(option, value, rule) for option in RATES for value, rule in RATE_CASES]
+)
 
 
 def _ids(case) -> str:
@@ -67,7 +79,7 @@ def assert_setting_error(result: subprocess.CompletedProcess, named: str, value:
 def test_every_integer_and_duration_setting_is_covered():
     """The cases reach every setting whose default is a number: a new one is tested as it is added."""
     numeric = {option.name for option in OPTIONS if isinstance(_DEFAULTS.get(option.attr), (int, float))}
-    assert {option.name for option in INTEGERS + DURATIONS} == numeric
+    assert {option.name for option in INTEGERS + DURATIONS + RATES} == numeric
     assert {"port", "max-tools", "max-app-connections", "call-timeout", "app-idle-timeout"} <= numeric
 
 

@@ -1,0 +1,113 @@
+"""Scoped agent tokens through a real bridge, the official `mcp` SDK as agent (docs/protocol.md, Scoped agent tokens).
+
+An app with 20 tools; a token scoped to 3 sees exactly those 3, calls them, and gets for each
+of the other 17 the answer a truly unknown name gets, byte for byte. Each test runs in one
+process and across two instances joined by a real nats-server (conftest.py, `topology`): the
+agent's instance enforces the scope before anything is forwarded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx2
+import pytest
+from agents import (
+    MODERN,
+    legacy_body,
+    legacy_headers,
+    modern_body,
+    modern_headers,
+    nothing_leaks_in,
+    online_in,
+    sdk_agent,
+)
+from conftest import SECRET
+
+from clientmcp_fast.core.tokens import mint
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = [f"tool_{n:02d}" for n in range(17)] + ["read_a", "read_b", "write_c"]
+SCOPE = ["read_*", "write_c"]
+VISIBLE = ["read_a", "read_b", "write_c"]
+
+
+class Scoped:
+    """A bridge as the agents' helpers see it, whose agent tokens carry a `tools` claim."""
+
+    def __init__(self, bridge: Any, tools: list[str]) -> None:
+        self.bridge = bridge
+        self.tools = tools
+        self.mcp_url = bridge.mcp_url
+        self.http_url = bridge.http_url
+
+    def token(self, role: str, client_id: str, ttl: float = 3600) -> str:
+        return mint(SECRET, role, client_id, ttl, time.time(), tools=self.tools)
+
+
+async def ok(arguments: dict[str, Any]) -> str:
+    return "ok"
+
+
+async def raw_call(http: httpx2.AsyncClient, scoped: Scoped, name: str, modern: bool) -> httpx2.Response:
+    """A tools/call of `name` with the scoped token, in one era, as bytes."""
+    params = {"name": name, "arguments": {}}
+    if modern:
+        return await http.post(
+            "/mcp",
+            json=modern_body("tools/call", 9, params),
+            headers=modern_headers(scoped, "x", "tools/call", name),
+        )
+    return await http.post(
+        "/mcp",
+        json=legacy_body("tools/call", 9, params),
+        headers=legacy_headers(scoped, "x", **{"MCP-Protocol-Version": "2025-11-25"}),
+    )
+
+
+def without_date(response: httpx2.Response) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in response.headers.items() if k.lower() != "date"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN, "auto"])
+async def test_a_token_scoped_to_3_of_20_tools_sees_calls_and_hides_exactly_those(topology, mode):
+    scoped = Scoped(topology.agent, SCOPE)
+    async with online_in(topology, "x", dict.fromkeys(TOOLS, ok)), sdk_agent(scoped, "x", mode) as client:
+        listed = await client.list_tools()
+        assert [tool.name for tool in listed.tools] == VISIBLE
+        for name in VISIBLE:
+            result = await client.call_tool(name, {})
+            assert result.is_error is False and result.content[0].text == "ok"
+        with pytest.raises(Exception) as unknown:
+            await client.call_tool("nope_99", {})
+        for name in TOOLS:
+            if name in VISIBLE:
+                continue
+            with pytest.raises(Exception) as hidden:
+                await client.call_tool(name, {})
+            assert type(hidden.value) is type(unknown.value)
+            assert str(hidden.value) == str(unknown.value).replace("nope_99", name)
+    await nothing_leaks_in(topology)
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["legacy", "modern"])
+async def test_a_hidden_tool_s_answer_is_the_bytes_of_an_unknown_tool_s(topology, modern):
+    """Same status, headers and body (the name aside) as a name the app never declared."""
+    scoped = Scoped(topology.agent, SCOPE)
+    async with (
+        online_in(topology, "x", dict.fromkeys(TOOLS, ok)),
+        httpx2.AsyncClient(base_url=topology.agent.http_url, timeout=30) as http,
+    ):
+        unknown = await raw_call(http, scoped, "nope_99", modern)
+        assert unknown.status_code == (400 if modern else 200)
+        assert unknown.json()["error"] == {"code": -32602, "message": "Unknown tool: nope_99"}
+        for name in TOOLS:
+            if name in VISIBLE:
+                continue
+            hidden = await raw_call(http, scoped, name, modern)
+            assert hidden.status_code == unknown.status_code
+            assert without_date(hidden) == without_date(unknown)
+            assert hidden.content == unknown.content.replace(b"nope_99", name.encode())
+    await nothing_leaks_in(topology)
