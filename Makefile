@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 FUZZ_STAMP := $(VENV)/.installed-fuzz
 # The real peers of tests/conformance and tests/autobahn: Node 22, the official MCP conformance
-# suite and TypeScript SDKs from the committed package-lock.json, and the Autobahn TestSuite,
+# suite and TypeScript SDKs from the committed package-lock.json (with the JavaScript client's
+# runtimes and tools for tests/js: Deno, Bun, TypeScript, esbuild), and the Autobahn TestSuite,
 # which needs Python 2.7: python2.7 on PATH if it runs, else pyenv's (`make test PY27=...` to choose).
 PY27 ?= $(shell scripts/prerequisites python27)
 NODE_STAMP := node_modules/.installed

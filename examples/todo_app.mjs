@@ -6,8 +6,10 @@
 // node examples/todo_app.mjs
 //
 // CLIENTMCP_CONNECT_URL names another bridge than ws://127.0.0.1:8080/connect. In a browser the
-// same code runs unchanged, with the token from the app's backend (ClientMCP v1 §7).
-import { ClientMCP, completed } from "../clientmcp_fast/web/clientmcp.js";
+// same code runs unchanged, with the token from the app's backend (ClientMCP v1 §7). The client
+// is the package of sdk/js: an app installs it (`npm install clientmcp`); in this repository,
+// `npm ci` links it as node_modules/clientmcp.
+import { ClientMCP, completed } from "clientmcp";
 
 const todos = [];
 

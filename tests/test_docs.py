@@ -78,6 +78,7 @@ TEXT_TREES = (
     "packaging",
     "deploy",
     "scripts",
+    "sdk",
     "README.md",
     "Makefile",
     "Dockerfile",
@@ -91,7 +92,10 @@ UNREACHABLE = re.compile(r"\bBRIDGE" r"\.md|\bMCP" r"\.md|\bspec[ ]§|\bissue[ ]
 SPEC_CITATION = re.compile(r"ClientMCP v1 (§[\d.]+(?:(?:, | and |-)§[\d.]+)*)")
 DOC_SECTION = re.compile(r"\bdocs/([\w-]+\.md), ([A-Z][\w ]*\w)")
 MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
-DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+DOCS = sorted((ROOT / "docs").glob("*.md")) + [
+    ROOT / "README.md",
+    *sorted((ROOT / "sdk" / "js").glob("*.md")),
+]
 
 
 def _repository_texts() -> dict[str, str]:

@@ -13,7 +13,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from .conftest import IMAGE, PODMAN
+from .conftest import IMAGE, PODMAN, ROOT
 
 MIB = 2**20
 # docs/deployment.md's budget for the image's files (the issue's target: at most 30 MB).
@@ -88,6 +88,15 @@ def test_its_files_are_the_frozen_bridge_and_the_c_library_it_loads(image):
     # ssl import, uvloop) or the C library itself.
     assert all(path.startswith("/clientmcp/") or Path(path).name.startswith("libc.so") for _, path in large)
     assert total <= MAX_IMAGE_BYTES, f"{total:,} bytes: over the {MAX_IMAGE_BYTES:,} of docs/deployment.md"
+
+
+def test_it_carries_the_javascript_client_as_a_file(image):
+    """`clientmcp demo` serves clientmcp.js: the frozen bridge has the file sdk/js/clientmcp.js, not a link."""
+    web = [path.parent for path in image.root.rglob("clientmcp_fast/web/todo.js")]
+    assert len(web) == 1, web
+    client = web[0] / "clientmcp.js"
+    assert not client.is_symlink() and client.is_file()
+    assert client.read_bytes() == (ROOT / "sdk" / "js" / "clientmcp.js").read_bytes()
 
 
 def test_its_accounts_name_the_user_it_runs_as(image):

@@ -323,10 +323,21 @@ PYTHON_TESTS = [Path(__file__), ROOT / "tests" / "e2e" / "test_client_library.py
 NODE_TESTS = ROOT / "tests" / "js" / "client.test.mjs"
 
 
+RUNTIME_CASES = ROOT / "tests" / "js" / "runtimes" / "cases.mjs"
+RUNTIMES = ["Node 22", "Deno 2", "Bun", "Chromium"]
+
+
+def behaviour_table() -> list[tuple[str, str, str, list[str]]]:
+    """(behaviour, Python test, JavaScript test, [a cell per runtime]) of each row of docs/apps.md's table."""
+    section = APPS.split("## One behaviour, two libraries", 1)[1].split("\n## ", 1)[0]
+    assert f"| behaviour | Python | JavaScript | {' | '.join(RUNTIMES)} |" in section
+    rows = re.findall(r"^\| (.+?) \| `(test_\w+)` \| `(case: [^`]+)` \|((?: [^|]+ \|){4})$", section, re.M)
+    return [(*row[:3], [cell.strip() for cell in row[3].strip(" |").split("|")]) for row in rows]
+
+
 def behaviour_rows() -> list[tuple[str, str, str]]:
     """(behaviour, Python test, JavaScript test) of each row of docs/apps.md's behaviour table."""
-    section = APPS.split("## One behaviour, two libraries", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"^\| (.+?) \| `(test_\w+)` \| `(case: [^`]+)` \|$", section, re.M)
+    return [row[:3] for row in behaviour_table()]
 
 
 def test_every_row_of_the_behaviour_table_is_tested_in_both_languages():
@@ -339,3 +350,13 @@ def test_every_row_of_the_behaviour_table_is_tested_in_both_languages():
         assert f'test("{node_test}"' in javascript, (behaviour, node_test)
     declared = set(re.findall(r'^test\("(case: [^"]+)"', javascript, re.M))
     assert declared == {node_test for _, _, node_test in rows}  # no JavaScript case outside the table
+
+
+def test_the_runtime_columns_say_which_rows_every_runtime_runs():
+    """A row is `yes` on Deno, Bun and Chromium exactly when tests/js/runtimes/cases.mjs covers it."""
+    covered = re.findall(r"^// row: (case: .+)$", RUNTIME_CASES.read_text(), re.M)
+    rows = behaviour_table()
+    assert len(covered) >= 7 and set(covered) <= {node_test for _, _, node_test, _ in rows}
+    for behaviour, _, node_test, cells in rows:
+        other = "yes" if node_test in covered else "—"
+        assert cells == ["yes", other, other, other], (behaviour, cells)

@@ -1,4 +1,4 @@
-// The JavaScript client (clientmcp_fast/web/clientmcp.js) against a real bridge: the behaviour
+// The JavaScript client (sdk/js/clientmcp.js) against a real bridge: the behaviour
 // table of docs/apps.md, case by case. Each test named "case: ..." is one row of that table,
 // tested under the same name for clientmcp_fast.client (tests/e2e/test_app_behaviour.py).
 // Run by tests/js/test_js_client.py with Node 22 (`node --test`).
@@ -14,7 +14,7 @@ import {
   completed,
   noReconnectReason,
   rejected,
-} from "../../clientmcp_fast/web/clientmcp.js";
+} from "../../sdk/js/clientmcp.js";
 import { Bridge, FakeClock, RecordingSocket, freePort, waitFor } from "./bridge.mjs";
 
 let bridge;

@@ -1,7 +1,7 @@
 """The JavaScript client's own tests (tests/js/*.test.mjs) with Node's test runner and Node 22.
 
 They start real bridges themselves (`clientmcp serve` from this Python, so the compiled or the
-pure build as the pass selects), mint tokens, and drive clientmcp_fast/web/clientmcp.js. Each
+pure build as the pass selects), mint tokens, and drive sdk/js/clientmcp.js. Each
 test named "case: ..." is a row of the behaviour table of docs/apps.md.
 """
 
