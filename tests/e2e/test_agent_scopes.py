@@ -8,6 +8,7 @@ agent's instance enforces the scope before anything is forwarded.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -20,10 +21,12 @@ from agents import (
     modern_body,
     modern_headers,
     nothing_leaks_in,
+    online_app,
     online_in,
     sdk_agent,
 )
 from conftest import SECRET
+from test_observability import scrape
 
 from clientmcp_fast.core.tokens import mint
 
@@ -111,3 +114,26 @@ async def test_a_hidden_tool_s_answer_is_the_bytes_of_an_unknown_tool_s(topology
             assert without_date(hidden) == without_date(unknown)
             assert hidden.content == unknown.content.replace(b"nope_99", name.encode())
     await nothing_leaks_in(topology)
+
+
+async def test_refusals_are_counted_by_reason_never_by_token_or_client_id(start_bridge):
+    """docs/operations.md, Metrics: `clientmcp_agent_refusals_total` by `reason` alone."""
+    bridge = start_bridge(metrics=("127.0.0.1", 0), agent_rate=1.0)
+    scoped = Scoped(bridge, SCOPE)
+    async with (
+        online_app(bridge, "x", dict.fromkeys(TOOLS, ok)),
+        httpx2.AsyncClient(base_url=bridge.http_url, timeout=30) as http,
+    ):
+        hidden = await raw_call(http, scoped, "tool_00", False)  # the one request of the bucket
+        assert hidden.json()["error"]["message"] == "Unknown tool: tool_00"
+        over = await raw_call(http, scoped, "read_a", False)
+        assert over.status_code == 429 and int(over.headers["retry-after"]) >= 1
+    samples = await asyncio.to_thread(scrape, bridge)
+    refusals = {
+        labels: value for (name, labels), value in samples.items() if name == "clientmcp_agent_refusals_total"
+    }
+    assert refusals == {
+        (("reason", "scope"),): 1,
+        (("reason", "rate"),): 1,
+        (("reason", "concurrency"),): 0,
+    }

@@ -39,6 +39,8 @@ RUN_BY = {
     "backend_token.py": "test_a_backend_mints_with_the_current_generation",
     "backend_token_nats.py": "test_a_backend_mints_with_the_generation_of_the_clusters_bucket",
     "cluster_demo.py": "test_the_cluster_demo_serves_apps_and_agents_through_one_port",
+    "scoped_token.py": "test_a_backend_mints_a_scoped_agent_token_with_pyjwt_and_with_jose",
+    "scoped_token.mjs": "test_a_backend_mints_a_scoped_agent_token_with_pyjwt_and_with_jose",
 }
 FENCE = re.compile(r"^```(\S*)[ \t]*(\S*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 WAIT = 20.0
@@ -309,6 +311,28 @@ def test_a_backend_mints_with_the_current_generation(tmp_path: Path):
     verifier.generations = {"client": {"my-app": 3}, "agent": {}}
     with pytest.raises(TokenError, match="^token revoked: gen 2, the current generation is 3$"):
         verifier.verify(token, "client", time.time())
+
+
+@pytest.mark.parametrize("example", ["scoped_token.py", "scoped_token.mjs"])
+def test_a_backend_mints_a_scoped_agent_token_with_pyjwt_and_with_jose(example):
+    """docs/configuration.md, Scoped agent tokens: the bridge reads the scope the backend wrote."""
+    secret = "examples-backend-secret-0123456789abcdef"
+    command = [str(NODE)] if example.endswith(".mjs") else [sys.executable]
+    done = subprocess.run(
+        [*command, f"examples/{example}", "my-app", "list_todos", "read_*"],
+        cwd=ROOT,
+        env=environment(CLIENTMCP_SECRET=secret),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    grant = TokenVerifier([secret.encode()]).grant(done.stdout.strip(), "agent", time.time())
+    assert grant.client_id == "my-app" and grant.scope is not None
+    assert [name for name in ("list_todos", "read_one", "add_todo", "read") if grant.scope.allows(name)] == [
+        "list_todos",
+        "read_one",
+    ]
 
 
 def test_a_backend_mints_with_the_generation_of_the_clusters_bucket():

@@ -299,3 +299,24 @@ def test_a_lines_duration_is_the_one_seconds_text_writes():
         == [seconds_text(seconds) for seconds in durations]
         == ["0.000001", "1.000000", "1.234568", "3600.000123"]
     )
+
+
+# -- docs/operations.md, Log events: `agent_refused`, at most a line per reason every 10 s -----------
+
+
+def test_agent_refusals_are_one_line_per_reason_every_ten_seconds_with_the_rest_counted(captured_log):
+    from clientmcp_fast.core.counters import REFUSED_RATE, REFUSED_SCOPE
+
+    stream = captured_log("json")
+    lines = log.RefusalLines()
+    for offset in (0.0, 1.0, 9.9):
+        lines.refused(REFUSED_RATE, "app-1", 100.0 + offset)
+    lines.refused(REFUSED_SCOPE, "app-2", 101.0)  # another reason: its own line at once
+    lines.refused(REFUSED_RATE, "app-3", 110.0)  # 10 s after the first rate line
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(e["event"], e["level"], e["reason"], e["client_id"], e["not_logged"]) for e in events] == [
+        ("agent_refused", "info", "rate", "app-1", 0),
+        ("agent_refused", "info", "scope", "app-2", 0),
+        ("agent_refused", "info", "rate", "app-3", 2),  # the two within the 10 s
+    ]
+    assert all("token" not in line for line in stream.getvalue().splitlines())
