@@ -70,7 +70,8 @@ binary:
 # the command-line tests (revoke's too) again against dist/clientmcp.
 test: test-compiled test-pure test-container
 
-# What the machine must have, checked in a second before any setup or download.
+# What the machine must have, checked in a second before any setup or download. As root on Debian,
+# the missing packages are installed first, in one apt-get call; otherwise they are listed.
 prerequisites:
 	@PATH="$$PATH:/usr/sbin:/sbin" PYTHON=$(PYTHON) PY27=$(PY27) scripts/prerequisites
 
