@@ -220,6 +220,10 @@ class Server:
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self.loop.remove_signal_handler(sig)
+                # A second signal must not kill the shutdown under way with the default action: a
+                # process group's SIGTERM reaches the bridge again through each bootloader of
+                # dist/clientmcp, and the shutdown ends within 5 s by itself (docs/protocol.md, Shutdown).
+                signal.signal(sig, signal.SIG_IGN)
         await self.shutdown()
 
     # -- connections ------------------------------------------------------------------------

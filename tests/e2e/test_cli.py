@@ -251,7 +251,12 @@ class Served:
     """A `clientmcp` server process on a port of ours; stopped by the test or at teardown."""
 
     def __init__(
-        self, args: list[str], env: dict[str, str], port: int, command: list[str] | None = None
+        self,
+        args: list[str],
+        env: dict[str, str],
+        port: int,
+        command: list[str] | None = None,
+        new_group: bool = False,
     ) -> None:
         self.port = port
         self.process = subprocess.Popen(
@@ -260,6 +265,7 @@ class Served:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=new_group,  # a process group of its own, as systemd and a shell's job make
         )
 
     def wait_listening(self) -> None:
@@ -317,8 +323,10 @@ def serve() -> Iterator:
     """A factory for `clientmcp` server processes, all killed at teardown if still running."""
     started: list[Served] = []
 
-    def start(args: list[str], port: int, command: list[str] | None = None, **env: str) -> Served:
-        served = Served(args, environment(CLIENTMCP_SECRET=SECRET_TEXT, **env), port, command)
+    def start(
+        args: list[str], port: int, command: list[str] | None = None, new_group: bool = False, **env: str
+    ) -> Served:
+        served = Served(args, environment(CLIENTMCP_SECRET=SECRET_TEXT, **env), port, command, new_group)
         started.append(served)
         served.wait_listening()
         return served
@@ -343,6 +351,32 @@ class TestServe:
         assert code == 0
         assert took < 5
         assert healthz(port) is None
+
+    def test_a_signal_to_its_whole_process_group_exits_0(self, serve):
+        """SIGTERM to the group (systemd's KillMode, a shell's job control): every process of it gets
+        it, and dist/clientmcp's bootloaders forward it again to the bridge, which shuts down once and
+        exits 0 (with CLIENTMCP_COMMAND=dist/clientmcp, `make test-container` runs this on the binary)."""
+        port = free_port()
+        served = serve(["serve", "--host", "127.0.0.1", "--port", str(port)], port, new_group=True)
+        with echo_app(port, "alice") as ws:
+            sent = time.monotonic()
+            os.killpg(served.process.pid, signal.SIGTERM)
+            code = served.process.wait(30)
+            with pytest.raises(ConnectionClosed) as caught:
+                ws.recv(timeout=10)
+        assert caught.value.rcvd is not None and caught.value.rcvd.code == 1001
+        assert code == 0 and time.monotonic() - sent < 5
+
+    def test_a_second_signal_while_it_shuts_down_changes_nothing(self, serve):
+        """Two SIGTERMs 2 ms apart, or SIGTERM then SIGINT: one shutdown, exit 0."""
+        for second in (signal.SIGTERM, signal.SIGINT):
+            port = free_port()
+            served = serve(["serve", "--host", "127.0.0.1", "--port", str(port)], port)
+            served.process.send_signal(signal.SIGTERM)
+            time.sleep(0.002)
+            served.process.send_signal(second)
+            assert served.process.wait(30) == 0
+            assert served.process.stderr.read().count("shutting down") == 1
 
     def test_secret_never_reaches_the_log(self, serve):
         """The log on stderr holds neither the secret nor a token from /mcp/<token>."""
