@@ -704,3 +704,25 @@ print(speedups.IMPLEMENTATION, [str(w.message) for w in caught])
         "pure",
         "['clientmcp_fast extensions not used (refused for the test); using the pure-Python twins']\n",
     ]
+
+
+class _FailingQueue(list):
+    """A queue whose append raises inside the reader's callback, as a bug or a MemoryError there would."""
+
+    def append(self, request: object) -> None:
+        raise MemoryError("injected")
+
+
+@pytest.mark.parametrize("module", [pure_http_reader, compiled_http_reader], ids=["pure", "compiled"])
+def test_an_exception_inside_the_request_reader_is_raised_not_made_a_400(module):
+    """Only the peer's bytes make a refusal: an error of the bridge's own surfaces as itself (as httptools does)."""
+    reader = module.RequestReader(_FailingQueue(), 16 * 1024)
+    with pytest.raises(MemoryError, match="^injected$"):
+        reader.feed(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert reader.refusal is None
+    refused = module.RequestReader([], 16 * 1024)
+    refused.feed(b"BAD REQUEST LINE\r\n\r\n")
+    assert refused.refusal == (400, "malformed HTTP request")
+    too_large = module.RequestReader([], 64)
+    too_large.feed(b"GET /" + b"u" * 100 + b" HTTP/1.1\r\n\r\n")
+    assert too_large.refusal is not None and too_large.refusal[0] == 431

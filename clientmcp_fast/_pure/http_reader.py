@@ -101,6 +101,8 @@ class RequestReader:
             context = error.__context__
             if isinstance(context, RequestRefused):
                 self._refuse(context.status, context.text)
+            elif isinstance(error, httptools.HttpParserCallbackError) and context is not None:
+                raise context from None  # a bug or a MemoryError in a callback, not the peer's bytes: not a 400
             else:
                 self._refuse(400, "malformed HTTP request")
             return

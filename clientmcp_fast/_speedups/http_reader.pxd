@@ -77,6 +77,7 @@ cdef class RequestReader:
     cdef Span _name
     cdef Span _value
     cdef object _pending  # the refusal a callback asked for, as (status, text)
+    cdef object _failure  # an exception a callback raised, raised again after llhttp_execute
     cdef public bint in_head
     cdef public bint in_body
     cdef public bint expect_continue

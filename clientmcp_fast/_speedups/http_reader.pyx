@@ -107,33 +107,41 @@ cdef inline void _span_shrink(Span* span) noexcept:
 
 
 # -- the callbacks llhttp makes: each hands over to its reader --------------------------------
+#
+# An exception cannot cross llhttp's C frames: a callback keeps it on its reader and returns
+# -1, which ends llhttp_execute, and `_parse` raises it again there, as httptools does. Only a
+# refusal the reader asked for (`_pending`), or bytes llhttp rejects, become an HTTP refusal.
 
 
 cdef int on_message_begin(llhttp_t* parser) noexcept:
     try:
         return -1 if (<RequestReader>parser.data)._message_begin() else 0
-    except BaseException:
+    except BaseException as failure:
+        (<RequestReader>parser.data)._failure = failure
         return -1
 
 
 cdef int on_url(llhttp_t* parser, const char* at, size_t length) noexcept:
     try:
         return -1 if (<RequestReader>parser.data)._url(at, length) else 0
-    except BaseException:
+    except BaseException as failure:
+        (<RequestReader>parser.data)._failure = failure
         return -1
 
 
 cdef int on_header_field(llhttp_t* parser, const char* at, size_t length) noexcept:
     try:
         return -1 if (<RequestReader>parser.data)._header_field(at, length) else 0
-    except BaseException:
+    except BaseException as failure:
+        (<RequestReader>parser.data)._failure = failure
         return -1
 
 
 cdef int on_header_value(llhttp_t* parser, const char* at, size_t length) noexcept:
     try:
         return -1 if (<RequestReader>parser.data)._header_value(at, length) else 0
-    except BaseException:
+    except BaseException as failure:
+        (<RequestReader>parser.data)._failure = failure
         return -1
 
 
@@ -141,7 +149,8 @@ cdef int on_headers_complete(llhttp_t* parser) noexcept:
     try:
         if (<RequestReader>parser.data)._headers_complete():
             return -1
-    except BaseException:
+    except BaseException as failure:
+        (<RequestReader>parser.data)._failure = failure
         return -1
     # As httptools does: an upgrade request has no body, and parsing pauses after it.
     return 1 if parser.upgrade else 0
@@ -150,21 +159,24 @@ cdef int on_headers_complete(llhttp_t* parser) noexcept:
 cdef int on_body(llhttp_t* parser, const char* at, size_t length) noexcept:
     try:
         return -1 if (<RequestReader>parser.data)._body_piece(at, length) else 0
-    except BaseException:
+    except BaseException as failure:
+        (<RequestReader>parser.data)._failure = failure
         return -1
 
 
 cdef int on_message_complete(llhttp_t* parser) noexcept:
     try:
         return -1 if (<RequestReader>parser.data)._message_complete() else 0
-    except BaseException:
+    except BaseException as failure:
+        (<RequestReader>parser.data)._failure = failure
         return -1
 
 
 cdef int on_chunk_header(llhttp_t* parser) noexcept:
     try:
         return -1 if (<RequestReader>parser.data)._chunk_header() else 0
-    except BaseException:
+    except BaseException as failure:
+        (<RequestReader>parser.data)._failure = failure
         return -1
 
 
@@ -172,7 +184,8 @@ cdef int on_chunk_complete(llhttp_t* parser) noexcept:
     try:
         # Trailer fields are headers too, as httptools reports them.
         return -1 if (<RequestReader>parser.data)._report_header() else 0
-    except BaseException:
+    except BaseException as failure:
+        (<RequestReader>parser.data)._failure = failure
         return -1
 
 
@@ -205,6 +218,7 @@ cdef class RequestReader:
         self._reported = False
         self._http11 = True
         self._pending = None
+        self._failure = None
         self.in_head = False
         self.in_body = False
         self.expect_continue = False
@@ -244,6 +258,10 @@ cdef class RequestReader:
                 if self._hand_off(data) or not data:
                     break
                 continue
+            failure = self._failure
+            if failure is not None:  # a bug or a MemoryError, not the peer's bytes: not a 400
+                self._failure = None
+                raise failure
             pending = self._pending
             if pending is not None:
                 self._refuse(pending[0], pending[1])
