@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from clientmcp_fast.core.directory import Directory
 
 # docs/protocol.md, Notification streams: get an SSE comment this often.
-STREAM_KEEPALIVE_SECONDS = 15.0
+NOTIFICATION_KEEPALIVE_SECONDS = 15.0
 
 
 class NotificationStream(Protocol):
@@ -279,7 +279,7 @@ class Bridge:
         streams.add(stream)
         self.stream_count += 1
         if self._streams_tick_at is None:
-            self._streams_tick_at = now + STREAM_KEEPALIVE_SECONDS
+            self._streams_tick_at = now + NOTIFICATION_KEEPALIVE_SECONDS
             self._wake(self._streams_tick_at)
         return True
 
@@ -332,7 +332,7 @@ class Bridge:
         if self._sweep_at is not None and now >= self._sweep_at:
             self._sweep_apps(now)
         if self._streams_tick_at is not None and now >= self._streams_tick_at:
-            self._streams_tick_at = now + STREAM_KEEPALIVE_SECONDS if self.stream_count else None
+            self._streams_tick_at = now + NOTIFICATION_KEEPALIVE_SECONDS if self.stream_count else None
             for streams in list(self.streams.values()):
                 for stream in list(streams):
                     stream.keep_alive()

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 # ClientMCP v1 §4.3: a call still running after a second is answered as an SSE stream, with an
 # SSE comment every second until the answer.
 STREAM_AFTER_SECONDS = 1.0
-STREAM_KEEPALIVE_SECONDS = 1.0
+CALL_STREAM_TICK_SECONDS = 1.0
 
 
 class Call:
@@ -139,7 +139,7 @@ class InFlightCalls:
             self.finish(call)
             expired.append(call)
         if self._streaming and self._next_tick is not None and now >= self._next_tick:
-            self._next_tick = now + STREAM_KEEPALIVE_SECONDS
+            self._next_tick = now + CALL_STREAM_TICK_SECONDS
             for call in list(self._streaming.values()):
                 call.call_tick()
         due = []
@@ -152,7 +152,7 @@ class InFlightCalls:
             # An earlier call_slow may have ended this call (its agent gone): skip it then.
             if call.seq in waiting and not call.streaming:
                 if not self._streaming:
-                    self._next_tick = now + STREAM_KEEPALIVE_SECONDS
+                    self._next_tick = now + CALL_STREAM_TICK_SECONDS
                 call.streaming = True
                 self._streaming[call.seq] = call
                 call.call_slow()

@@ -21,7 +21,7 @@ from fakes import (
 from wire import Op, client_frame
 
 from clientmcp_fast.core import outcomes
-from clientmcp_fast.core.bridge import STREAM_KEEPALIVE_SECONDS
+from clientmcp_fast.core.bridge import NOTIFICATION_KEEPALIVE_SECONDS
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 from clientmcp_fast.speedups import call_message
 
@@ -555,7 +555,7 @@ def test_wake_is_called_for_the_first_stream():
     bridge = make_bridge(wake=wake)
     listen(bridge)
     listen(bridge)
-    assert wake.times == [NOW + STREAM_KEEPALIVE_SECONDS]
+    assert wake.times == [NOW + NOTIFICATION_KEEPALIVE_SECONDS]
 
 
 # -- ClientMCP v1 §4.3 and docs/protocol.md, Call outcomes: the switch to streaming ------------
@@ -764,7 +764,7 @@ def test_removing_a_stream_frees_its_place():
 def test_streams_get_a_keep_alive_every_15_seconds():
     bridge = make_bridge()
     stream = listen(bridge)
-    assert STREAM_KEEPALIVE_SECONDS == 15.0
+    assert NOTIFICATION_KEEPALIVE_SECONDS == 15.0
     assert bridge.next_deadline() == NOW + 15
     bridge.on_timer(NOW + 14.9)
     assert stream.events == []
