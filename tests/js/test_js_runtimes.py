@@ -10,11 +10,9 @@ Node, Deno, Bun and TypeScript come from the committed package-lock.json (`npm c
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -22,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_js_client import end_session, start_node
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIMES = Path(__file__).resolve().parent / "runtimes"
@@ -36,33 +35,16 @@ def declared_cases() -> list[str]:
     return re.findall(r'^test\("([^"]+)"', (RUNTIMES / "cases.mjs").read_text(), re.M)
 
 
-def _end(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.communicate()
-
-
 @pytest.fixture
 def control() -> Iterator[str]:
     """control.mjs on Node 22: the URL every runtime asks for bridges, tokens and agent calls."""
-    if not NODE.exists():
-        pytest.fail(f"{NODE} is missing: run `npm ci` in {ROOT} (`make test` does)")
-    # A session of its own: the bridges it started end with it, whatever happened.
-    process = subprocess.Popen(
-        [str(NODE), "control.mjs"],
-        cwd=RUNTIMES,
-        env={**os.environ, "CLIENTMCP_COMMAND": str(CLIENTMCP)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    process = start_node(["control.mjs"], RUNTIMES)  # the bridges it starts end with it
     try:
         line = process.stdout.readline()
         assert line.startswith("control on http://"), line + process.stderr.read()
         yield line.split()[-1]
     finally:
-        _end(process)
+        end_session(process)
 
 
 def command(runtime: str, url: str) -> list[str]:
@@ -99,7 +81,7 @@ def run_on_command_line(runtime: str, url: str) -> str:
         try:
             stdout, stderr = process.communicate(timeout=TIMEOUT)
         finally:
-            _end(process)
+            end_session(process)
     assert process.returncode == 0, stdout[-6000:] + stderr[-3000:]
     return stdout
 
