@@ -49,7 +49,6 @@ import uvloop
 from bench.floor import MiniBridge, MiniBridgeConnection
 from clientmcp_fast.config import Settings
 from clientmcp_fast.core.channel import AppChannel
-from clientmcp_fast.core.directory import RemoteApp
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import mint
 from clientmcp_fast.net.http import HttpProtocol
@@ -332,7 +331,7 @@ def turn_round_trip(era: str, agents: int, stub_calls: int = 0, generations: int
     app_transport, _, channel = connected_app(app_side, loop, now)
     end_turn()
     app = agent_side.bridge.apps["bench"]
-    if app.toolset is None or (era == "forwarded") != (type(app) is RemoteApp):
+    if app.toolset is None or (era == "forwarded") != agent_side.bridge.router.is_remote(app):
         raise RuntimeError(f"the agents' instance holds {app!r} for the app")
     app_transport.written.clear()
     agent_transports = [FakeTransport() for _ in range(agents)]

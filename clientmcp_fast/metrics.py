@@ -24,7 +24,6 @@ from prometheus_client.core import (
 from clientmcp_fast import __version__
 from clientmcp_fast.core.agent_streams import LegacyStream
 from clientmcp_fast.core.counters import DURATION_BUCKETS, ERAS, METHODS, OUTCOMES, REFUSALS
-from clientmcp_fast.core.directory import RemoteApp
 from clientmcp_fast.log import logger
 from clientmcp_fast.net.server import FILES_WARN_EVERY_SECONDS as WARN_EVERY_SECONDS
 from clientmcp_fast.net.server import timeout_sweep_every
@@ -64,7 +63,7 @@ class BridgeCollector:
         counters = bridge.counters
         # In a cluster the apps of other instances stand in `apps` too: each instance counts its
         # own, so that summing over instances (and workers) counts every app once.
-        apps = [app for app in list(bridge.apps.values()) if not isinstance(app, RemoteApp)]
+        apps = [app for app in list(bridge.apps.values()) if not bridge.router.is_remote(app)]
         yield _gauge(
             "clientmcp_apps_online", "Apps connected with a valid token, one per client ID", len(apps)
         )
@@ -218,9 +217,7 @@ def _cluster(cluster: NatsCluster, counters: Counters) -> Iterator[object]:
         "Apps held by other instances, as this instance knows them",
         len(directory.claims) - len(directory.local),
     )
-    over = sum(
-        1 for app in list(cluster.server.bridge.apps.values()) if type(app) is RemoteApp and app.over_bound
-    )
+    over = sum(1 for app in list(directory.remote.values()) if app.over_bound)
     yield _gauge(
         "clientmcp_cluster_remote_apps_without_tools",
         "Apps held by other instances whose tools this one does not keep (--max-remote-apps)",

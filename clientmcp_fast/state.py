@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from clientmcp_fast.config import STATE_NATS
-from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.generations import (
     MAX_GENERATION,
     Generations,
@@ -398,7 +397,9 @@ def open_store(path: str, nats_urls: tuple[str, ...] = ()) -> GenerationStore:
     return SqliteStore(path)
 
 
-def announce_changes(generations: Generations, bridge: Bridge, changed: list[tuple[str, str]]) -> None:
+def announce_changes(
+    generations: Generations, bridge: Bridge, changed: list[tuple[str, str]], now: float
+) -> None:
     """Log the generations that changed and close with 4401 the apps connected here that they revoke.
 
     In a cluster an app held by another instance is closed there, by that instance's own follower.
@@ -410,9 +411,9 @@ def announce_changes(generations: Generations, bridge: Bridge, changed: list[tup
     local = {}
     for role, client_id in changed:
         app = bridge.apps.get(client_id) if role == ROLE_CLIENT else None
-        if isinstance(app, AppChannel):
+        if app is not None and not bridge.router.is_remote(app):
             local[client_id] = app
-    for client_id in close_revoked_apps(local, changed):
+    for client_id in close_revoked_apps(local, changed, now):
         logger.info("app %s closed: its token was revoked", client_id)
 
 
@@ -548,7 +549,7 @@ class GenerationFollower:
                     self._bad.pop(key, None)  # good again: a later fault is warned of anew
         self._warn_bad(found.bad)
         if changed:
-            announce_changes(self.generations, self._bridge, changed)
+            announce_changes(self.generations, self._bridge, changed, self._loop.time())
 
     def _warn_bad(self, bad: Mapping[tuple[str, str], str]) -> None:
         for key, problem in bad.items():

@@ -12,8 +12,8 @@ from clientmcp_fast.core.jsonrpc import INVALID_REQUEST, NULL_ID, REQUEST_CANCEL
 from clientmcp_fast.speedups import complete_result, jsonrpc_result
 
 if TYPE_CHECKING:
+    from clientmcp_fast.core.apps import App
     from clientmcp_fast.core.bridge import Bridge, NotificationStream
-    from clientmcp_fast.core.channel import AppChannel
     from clientmcp_fast.core.register import Tool
     from clientmcp_fast.core.tokens import Grant
 
@@ -101,14 +101,14 @@ class Context(Call):
             self.fail(429, id_json, INVALID_REQUEST, "Too many notification streams")
             return False
         exchange = self.exchange
-        exchange.on_abandon = lambda: bridge.remove_stream(client_id, stream)
+        exchange.on_abandon = lambda now: bridge.remove_stream(client_id, stream)
         exchange.start_stream((*SSE_HEADERS, *self.cors))
         return True
 
     # -- the bridge's Call: a tools/call waiting on the app -----------------------------------
 
     def start_call(
-        self, bridge: Bridge, app: AppChannel, tool: Tool, arguments: bytes, modern: bool,
+        self, bridge: Bridge, app: App, tool: Tool, arguments: bytes, modern: bool,
         id_json: bytes, session: bytes | None, now: float,
     ) -> None:  # fmt: skip
         """Send this tools/call to the app; its answer comes back through the `call_*` methods."""
@@ -149,13 +149,13 @@ class Context(Call):
         else:
             self.reply(body)
 
-    def abandoned(self) -> None:
+    def abandoned(self, now: float) -> None:
         """The agent hung up before the answer: the app gets `cancel` (docs/protocol.md, Mapping)."""
-        self.bridge.abandon(self)  # type: ignore[union-attr]
+        self.bridge.abandon(self, now)  # type: ignore[union-attr]
 
-    def cancelled(self) -> None:
+    def cancelled(self, now: float) -> None:
         """A legacy `notifications/cancelled` named this call: `cancel` to the app, and end the answer."""
-        self.bridge.abandon(self)  # type: ignore[union-attr]
+        self.bridge.abandon(self, now)  # type: ignore[union-attr]
         exchange = self.exchange
         exchange.on_abandon = None
         if self.streaming:

@@ -37,7 +37,7 @@ def serve_legacy(bridge: Bridge, context: Context, message: Message, params: Par
     if raw_id is UNSET:
         if isinstance(method, str):
             if method == "notifications/cancelled":
-                _cancel(bridge, context, params)
+                _cancel(bridge, context, params, now)
             context.accepted()
         elif message.result is not UNSET or message.error is not UNSET:
             context.accepted()  # a response to a request we never send: nothing to do
@@ -94,18 +94,18 @@ def _session_key(header: bytes | None) -> bytes | None:
     return header.strip() if header else None
 
 
-def _cancel(bridge: Bridge, context: Context, params: Params) -> None:
+def _cancel(bridge: Bridge, context: Context, params: Params, now: float) -> None:
     """Cancel the legacy call of this client ID and session that the id names (docs/protocol.md, Mapping)."""
     request_id = valid_id(params.requestId)
     if request_id is None:
         return
     session = _session_key(context.exchange.request.header(MCP_SESSION_ID))
-    if not cancel_call(bridge, context.client_id, request_id, session) and bridge.directory is not None:
+    if not cancel_call(bridge, context.client_id, request_id, session, now):
         # Behind a load balancer, the call may be waiting on another instance (docs/scaling.md).
-        bridge.directory.cancel_legacy(context.client_id, request_id, session)
+        bridge.router.cancel_elsewhere(context.client_id, request_id, session)
 
 
-def cancel_call(bridge: Bridge, client_id: str, request_id: bytes, session: bytes | None) -> bool:
+def cancel_call(bridge: Bridge, client_id: str, request_id: bytes, session: bytes | None, now: float) -> bool:
     """Cancel the legacy call of this client ID, id and session waiting here; False when there is none."""
     app = bridge.apps.get(client_id)
     if app is None:
@@ -118,7 +118,7 @@ def cancel_call(bridge: Bridge, client_id: str, request_id: bytes, session: byte
             and call.id_json == request_id
             and _session_key(call.session) == session
         ):
-            call.cancelled()
+            call.cancelled(now)
             return True
     return False
 
@@ -211,7 +211,7 @@ class _Batch:
             else:
                 self.context.accepted()
 
-    def _abandoned(self) -> None:
+    def _abandoned(self, now: float) -> None:
         for exchange in self.exchanges:
             if exchange.on_abandon is not None:
-                exchange.on_abandon()
+                exchange.on_abandon(now)

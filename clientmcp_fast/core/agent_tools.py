@@ -80,9 +80,7 @@ def tools_call(
     toolset = app.toolset
     if toolset is None:
         _refused(bridge, context, name, modern, NOT_REGISTERED)
-        # An app held by another instance whose tools are not kept here (docs/scaling.md).
-        text = outcomes.TOOLS_NOT_KEPT if getattr(app, "over_bound", False) else outcomes.NOT_REGISTERED
-        context.reply(jsonrpc_result(id_json, tool_error(text, modern)))
+        context.reply(jsonrpc_result(id_json, tool_error(app.unregistered_text(), modern)))
         return
     tools = toolset.tools
     tool = tools.get(name)

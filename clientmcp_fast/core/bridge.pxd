@@ -27,17 +27,18 @@ cdef class Bridge:
     cdef public object _sweep_at
     cdef public object _streams_tick_at
     cdef public set _announcing
-    cdef public object directory
+    cdef public object router
     cdef public Counters counters
     cdef public CallLog call_log
     cdef public Py_ssize_t max_calls_per_token
     cdef public object refusal_log
 
-    cpdef complete(self, Call call, result, Py_ssize_t shape)
+    cpdef complete(self, Call call, result, Py_ssize_t shape, double now)
+    cpdef fail(self, Call call, Py_ssize_t outcome, text, double now)
     @cython.locals(grant=Grant)
     cpdef start_call(self, app, tool, arguments, Call call, now)
-    cpdef abandon(self, Call call)
-    cpdef refused_call(self, call, Py_ssize_t outcome)
+    cpdef abandon(self, Call call, double now)
+    cpdef refused_call(self, Call call, Py_ssize_t outcome)
     cpdef refused_agent(self, Py_ssize_t reason, client_id, now)
     @cython.locals(deadline=double, timeout=double, seconds=double, grant=Grant)
     cpdef _ended(self, Call call, Py_ssize_t outcome, double now)

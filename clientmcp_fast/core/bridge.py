@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from clientmcp_fast.core import outcomes
+from clientmcp_fast.core.apps import LOCAL, AppRouter
 from clientmcp_fast.core.calls import Call, InFlightCalls
 from clientmcp_fast.core.counters import (
     BUSY,
@@ -33,8 +34,7 @@ from clientmcp_fast.speedups import SHAPE_ERROR, SHAPE_TYPED, call_message
 if TYPE_CHECKING:
     import msgspec
 
-    from clientmcp_fast.core.channel import AppChannel
-    from clientmcp_fast.core.directory import Directory
+    from clientmcp_fast.core.apps import App
 
 # docs/protocol.md, Notification streams: get an SSE comment this often.
 NOTIFICATION_KEEPALIVE_SECONDS = 15.0
@@ -95,7 +95,7 @@ class Bridge:
         "_sweep_at",
         "_streams_tick_at",
         "_announcing",
-        "directory",
+        "router",
         "counters",
         "call_log",
         "max_calls_per_token",
@@ -113,7 +113,9 @@ class Bridge:
         self.verifier = verifier
         self.max_app_connections = max_app_connections or limits.max_app_connections or 1_000_000
         self._max_calls_per_app = limits.max_calls_per_app
-        self.apps: dict[str, AppChannel] = {}
+        # Every app an agent here can reach, by client ID: connected here, or held by another
+        # instance of a cluster (core/apps.py).
+        self.apps: dict[str, App] = {}
         self.app_connections = 0  # every app connection, until its transport is gone
         self.calls = InFlightCalls(limits.call_timeout)
         self.streams: dict[str, set[NotificationStream]] = {}
@@ -129,9 +131,10 @@ class Bridge:
         # per turn of the loop, however many registers the turn read (a burst of 50,000 to 64
         # streams was 3.2 million writes in one turn, stalling every other client for seconds).
         self._announcing: set[str] = set()
-        # The app directory of a cluster (core/directory.py), None for a single process: told of
-        # each connection that takes, registers or leaves a client ID, never called per call.
-        self.directory: Directory | None = None
+        # Where apps live beyond this process (core/apps.py): told of each local connection that
+        # takes, registers or leaves a client ID, never called per call. A cluster's directory
+        # replaces the single process's, which has nothing to tell.
+        self.router: AppRouter = LOCAL
         self.counters = Counters()  # read by the metrics collector (docs/operations.md)
         self.call_log: CallLog | None = None  # set by the I/O side when a line per call is logged
         self.max_calls_per_token = limits.agent_max_calls  # 0: no limit (docs/configuration.md)
@@ -139,65 +142,91 @@ class Bridge:
         # log lines the I/O side writes at most so often (net/log_lines.py); None: no lines.
         self.refusal_log: RefusalLog | None = None
 
-    # -- apps -------------------------------------------------------------------------------
+    # -- apps connected here (the I/O layer's calls) ------------------------------------------
 
-    def attach(self, app: AppChannel, now: float) -> None:
-        """A connection proved it may be `app.client_id`; the newest one wins (ClientMCP v1 §3.1)."""
+    def attach(self, app: App, now: float) -> None:
+        """A connection here proved it may be `app.client_id`; the newest one wins (ClientMCP v1 §3.1)."""
+        self._hold(app, now)
+        self.router.attached(app, now)
+
+    def registered(self, app: App, toolset: ToolSet) -> None:
+        """An accepted register of an app connected here replaced its tool set (ClientMCP v1 §3.2)."""
+        if self._retool(app, toolset):
+            self.router.registered(app)
+
+    def detach(self, app: App, now: float) -> None:
+        """The connection of an app here is ending: its calls fail now, its tools disappear (ClientMCP v1 §5.3)."""
+        if self._drop(app, now):
+            self.router.detached(app)
+
+    # -- apps held by another instance (the router's calls) ------------------------------------
+
+    def hold(self, app: App, now: float) -> None:
+        """An app held elsewhere takes its client ID here too (core/directory.py)."""
+        self._hold(app, now)
+
+    def retool(self, app: App, toolset: ToolSet) -> None:
+        """An app held elsewhere has a new tool set."""
+        self._retool(app, toolset)
+
+    def forget(self, app: App, now: float) -> None:
+        """An app held elsewhere is gone, or no longer reachable from here: its calls fail now."""
+        self._drop(app, now)
+
+    def _hold(self, app: App, now: float) -> None:
         client_id = app.client_id
-        assert client_id is not None
         older = self.apps.get(client_id)
         self.apps[client_id] = app
         if older is not None:
-            older.close(4409, "replaced by a newer connection for this client ID")
+            older.close(4409, "replaced by a newer connection for this client ID", now)
             if older.toolset is not None and older.toolset.tools:
                 self._announce(client_id)
-        if self.directory is not None:
-            self.directory.attached(app)
         if self._sweep_at is None:
             self._sweep_at = now + self._sweep_every
             self._wake(self._sweep_at)
 
-    def registered(self, app: AppChannel, toolset: ToolSet) -> None:
-        """An accepted register replaced the app's tool set (ClientMCP v1 §3.2)."""
+    def _retool(self, app: App, toolset: ToolSet) -> bool:
+        """Set the app's tool set; True when it is the app holding its client ID."""
         previous = app.toolset or EMPTY_TOOLSET
         app.toolset = toolset
-        if self.apps.get(app.client_id) is app:  # type: ignore[arg-type]
-            if not toolset.same_tools(previous):
-                self._announce(app.client_id)  # type: ignore[arg-type]
-            if self.directory is not None:
-                self.directory.registered(app)
+        if self.apps.get(app.client_id) is not app:
+            return False
+        if not toolset.same_tools(previous):
+            self._announce(app.client_id)
+        return True
 
-    def detach(self, app: AppChannel) -> None:
-        """The app's connection is ending: its calls fail now, its tools disappear (ClientMCP v1 §5.3)."""
+    def _drop(self, app: App, now: float) -> bool:
+        """Fail the app's calls and remove it; True when it held its client ID."""
         if app.calls:
             calls = list(app.calls.values())
             app.calls.clear()
             # A newer connection took the ID (4409) when it is no longer this app's.
-            why = DISCONNECTED if self.apps.get(app.client_id) is app else REPLACED  # type: ignore[arg-type]
-            # The latest time the loop gave the core (an app held elsewhere has no last_seen).
-            now = self.counters.now
+            why = DISCONNECTED if self.apps.get(app.client_id) is app else REPLACED
             for call in calls:
-                self.calls.finish(call)
-                self._ended(call, why, now)
-                call.call_error(outcomes.DISCONNECTED)
+                self.fail(call, why, outcomes.DISCONNECTED, now)
         client_id = app.client_id
-        if self.apps.get(client_id) is app:  # type: ignore[arg-type]
-            del self.apps[client_id]  # type: ignore[arg-type]
-            if app.toolset is not None and app.toolset.tools:
-                self._announce(client_id)  # type: ignore[arg-type]
-            if self.directory is not None:
-                self.directory.detached(app)
-
-    def complete(self, call: Call, result: msgspec.Raw, shape: int) -> None:
-        """The app answered a call in flight (already removed from the app's calls); `shape` is its result_shape."""
-        self.calls.finish(call)
-        # The `now` of the bytes that held the answer.
-        self._ended(call, TOOL_ERROR if shape & SHAPE_ERROR else RESULT, self.counters.now)
-        call.call_result(result, shape & SHAPE_TYPED != 0)  # type: ignore[arg-type]
+        if self.apps.get(client_id) is not app:
+            return False
+        del self.apps[client_id]
+        if app.toolset is not None and app.toolset.tools:
+            self._announce(client_id)
+        return True
 
     # -- calls ------------------------------------------------------------------------------
 
-    def start_call(self, app: AppChannel, tool: Tool, arguments: bytes, call: Call, now: float) -> bool:
+    def complete(self, call: Call, result: msgspec.Raw, shape: int, now: float) -> None:
+        """The app answered a call in flight (already removed from the app's calls); `shape` is its result_shape."""
+        self.calls.finish(call)
+        self._ended(call, TOOL_ERROR if shape & SHAPE_ERROR else RESULT, now)
+        call.call_result(result, shape & SHAPE_TYPED != 0)  # type: ignore[arg-type]
+
+    def fail(self, call: Call, outcome: int, text: str, now: float) -> None:
+        """A call in flight (already removed from its app's calls) ended unanswered; `text` tells the agent why."""
+        self.calls.finish(call)
+        self._ended(call, outcome, now)
+        call.call_error(text)
+
+    def start_call(self, app: App, tool: Tool, arguments: bytes, call: Call, now: float) -> bool:
         """Send `call` to the app; False when it failed at once (and the call was told why)."""
         if self.shutting_down:
             self.refused_call(call, SHUTTING_DOWN)
@@ -211,30 +240,26 @@ class Bridge:
         grant = call.grant
         if grant is not None:
             grant.in_flight += 1  # back down in `_ended`, however the call ends
-        counters = self.counters
-        counters.now = now
-        counters.calls_started += 1
+        self.counters.calls_started += 1
         wake = self.calls.start(call, app, now)
         message = call_message(call.id.encode(), tool.wire_name, arguments)
         if len(message) > MAX_MESSAGE_BYTES:
-            self.calls.finish(call)
-            self._ended(call, TOO_LARGE, now)
-            call.call_error(outcomes.TOO_LARGE)
+            self.fail(call, TOO_LARGE, outcomes.TOO_LARGE, now)
             return False
         calls[call.id] = call
-        app.ws.send_text(message)
+        app.send(message)
         if wake is not None:
             self._wake(wake)
         return True
 
-    def abandon(self, call: Call) -> None:
+    def abandon(self, call: Call, now: float) -> None:
         """The agent no longer wants the answer (it hung up or cancelled): tell the app."""
         app = call.app
         if app.calls.pop(call.id, None) is None:
             return  # already answered, failed or timed out
         self.calls.finish(call)
-        self._ended(call, CANCELLED, self.counters.now)
-        app.ws.send_text(cancel_message(call.id.encode()))
+        self._ended(call, CANCELLED, now)
+        app.send(cancel_message(call.id.encode()))
 
     def _ended(self, call: Call, outcome: int, now: float) -> None:
         # Every call sent to an app ends here once; its start is its deadline less the timeout.
@@ -248,16 +273,15 @@ class Bridge:
         self.counters.call_ended(outcome, seconds, call.streaming)
         if self.call_log is not None:
             self.call_log.ended(call, outcome, seconds)
-        if self.directory is not None:  # a pointer test on a single process
-            self.directory.call_ended(call, outcome)
+        call.ended(outcome)
+        call.app.call_ended(call, outcome)
 
-    def refused_call(self, call: object, outcome: int) -> None:
+    def refused_call(self, call: Call, outcome: int) -> None:
         """A tools/call answered without reaching an app (offline, no register, unknown tool, busy)."""
         self.counters.calls_ended[outcome] += 1
         if self.call_log is not None:
             self.call_log.ended(call, outcome, 0.0)
-        if self.directory is not None:
-            self.directory.call_ended(call, outcome)
+        call.ended(outcome)
 
     def refused_agent(self, reason: int, client_id: str, now: float) -> None:
         """An agent was refused for its token's scope or limits: counted, and told to the refusal log."""
@@ -320,13 +344,12 @@ class Bridge:
 
     def on_timer(self, now: float) -> None:
         """Do whatever is due at `now`: changes to announce, timeouts, streaming switches, keep-alives, idle apps."""
-        self.counters.now = now
         if self._announcing:
             self._tell_streams()
         for call in self.calls.on_timer(now):
             app = call.app
             del app.calls[call.id]
-            app.ws.send_text(cancel_message(call.id.encode()))
+            app.send(cancel_message(call.id.encode()))
             self._ended(call, TIMEOUT, now)
             call.call_error(outcomes.timed_out(self.limits.call_timeout))
         if self._sweep_at is not None and now >= self._sweep_at:
@@ -342,26 +365,25 @@ class Bridge:
         congested_for = self.limits.app_soft_seconds
         for app in list(self.apps.values()):
             if now - app.last_seen >= idle:
-                app.close(4408, f"nothing received for {idle:g} s")
+                app.close(4408, f"nothing received for {idle:g} s", now)
             elif app.congested_since is not None and now - app.congested_since >= congested_for:
                 app.close(
-                    4429, f"the app does not read: unsent data above the soft limit for {congested_for:g} s"
+                    4429,
+                    f"the app does not read: unsent data above the soft limit for {congested_for:g} s",
+                    now,
                 )
         self._sweep_at = now + self._sweep_every if self.apps else None
 
     # -- shutdown ---------------------------------------------------------------------------
 
-    def shutdown(self) -> None:
+    def shutdown(self, now: float) -> None:
         """Graceful end (docs/protocol.md, Shutdown): fail every call, close every app with 1001, end streams."""
         self.shutting_down = True
         for call in self.calls:
-            app = call.app
-            app.calls.pop(call.id, None)
-            self.calls.finish(call)
-            self._ended(call, SHUTTING_DOWN, self.counters.now)
-            call.call_error(outcomes.SHUTTING_DOWN)
+            call.app.calls.pop(call.id, None)
+            self.fail(call, SHUTTING_DOWN, outcomes.SHUTTING_DOWN, now)
         for app in list(self.apps.values()):
-            app.close(1001, "bridge shutting down")
+            app.close(1001, "bridge shutting down", now)
         for client_id, streams in list(self.streams.items()):
             for stream in list(streams):
                 self.remove_stream(client_id, stream)

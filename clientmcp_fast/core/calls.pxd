@@ -19,6 +19,7 @@ cdef class Call:
     cpdef call_error(self, text)
     cpdef call_slow(self)
     cpdef call_tick(self)
+    cpdef ended(self, Py_ssize_t outcome)
 
 
 cdef class InFlightCalls:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from clientmcp_fast.core.channel import AppChannel
+    from clientmcp_fast.core.apps import App
     from clientmcp_fast.core.tokens import Grant
 
 # ClientMCP v1 §4.3: a call still running after a second is answered as an SSE stream, with an
@@ -38,7 +38,7 @@ class Call:
         self.streaming = False  # switched to a stream after a second without an answer
         self.seq = 0
         self.id = ""
-        self.app: AppChannel | None = None
+        self.app: App | None = None
         self.deadline = 0.0
         self.slow_at = 0.0
         # The agent token's grant, whose calls in flight the bridge counts (--agent-max-calls);
@@ -61,6 +61,9 @@ class Call:
         """Another second passed on a streamed response: send a keep-alive."""
         raise NotImplementedError
 
+    def ended(self, outcome: int) -> None:
+        """The bridge counted this call's end as `outcome` (core/counters.py), just before telling it."""
+
 
 class InFlightCalls:
     """Every call waiting on an app, with the next time one of them needs attention."""
@@ -82,7 +85,7 @@ class InFlightCalls:
     def __iter__(self):
         return iter(list(self._waiting.values()))
 
-    def start(self, call: Call, app: AppChannel, now: float) -> float | None:
+    def start(self, call: Call, app: App, now: float) -> float | None:
         """Track a new call; the deadline to wake up for if it is now the earliest one."""
         self._seq = seq = self._seq + 1
         call.seq = seq

@@ -14,7 +14,9 @@ cdef class AppChannel(MessageHandler):
     cdef public object congested_since
 
     cpdef receive_data(self, data, now)
-    cpdef close(self, code, reason)
+    cpdef send(self, message)
+    cpdef close(self, code, reason, now)
+    cpdef call_ended(self, call, Py_ssize_t outcome)
     cpdef on_exact_ping(self)
     cpdef on_text(self, payload)
     cpdef on_binary(self, payload)

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import UNSET
 
+from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.messages import BRIDGE_TYPES, REGISTERED, decode_app_message, loose_app_message
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 from clientmcp_fast.core.tokens import ROLE_CLIENT, TokenError
 from clientmcp_fast.core.websocket import (
-    OPEN,
     HandshakeError,
     Link,
     MessageHandler,
@@ -82,20 +82,21 @@ class AppChannel(MessageHandler):
     def open(self, token: str | None, now: float) -> None:
         """The handshake is done: check the offered token and take the client ID (ClientMCP v1 §3.1)."""
         bridge = self.bridge
+        self.last_seen = now
         if bridge.shutting_down:
-            self.close(1001, "bridge shutting down")
+            self.ws.close(1001, "bridge shutting down")
             return
         if bridge.app_connections > bridge.max_app_connections:
-            self.close(4429, "too many app connections on this bridge")
+            self.ws.close(4429, "too many app connections on this bridge")
             return
         if token is None:
-            self.close(4401, "no token offered: send it as the second subprotocol")
+            self.ws.close(4401, "no token offered: send it as the second subprotocol")
             return
         try:
             client_id = bridge.verifier.verify(token, ROLE_CLIENT, now, remember=False)
         except TokenError as error:
             event(logging.WARNING, "app_refused", reason=str(error))
-            self.close(4401, str(error))
+            self.ws.close(4401, str(error))
             return
         self.client_id = client_id
         if bridge.call_log is not None:  # info: a line per connect and close too
@@ -104,12 +105,13 @@ class AppChannel(MessageHandler):
 
     def receive_data(self, data: bytes, now: float) -> None:
         """Bytes from the app; anything received counts as a sign of life (docs/protocol.md, Close codes: 4408)."""
+        # Also the `now` of whatever these bytes end: a call they answer, the connection they close.
         self.last_seen = now
-        self.bridge.counters.now = now  # when an answer in these bytes ends its call (Bridge.complete)
         self.ws.receive_data(data)
 
-    def connection_lost(self) -> None:
+    def connection_lost(self, now: float) -> None:
         """The transport is gone, for whatever reason."""
+        self.last_seen = now  # when its calls fail
         self.ws.connection_lost()
         self.bridge.app_connections -= 1
 
@@ -122,17 +124,27 @@ class AppChannel(MessageHandler):
         """Unsent data fell back below the soft limit."""
         self.congested_since = None
 
-    def overflowed(self) -> None:
+    def overflowed(self, now: float) -> None:
         """Unsent data passed the hard limit: the app does not read."""
-        self.close(4429, "the app does not read: unsent data passed the hard limit")
+        self.close(4429, "the app does not read: unsent data passed the hard limit", now)
 
-    def close(self, code: int, reason: str) -> None:
+    # -- the bridge's App (core/apps.py) ----------------------------------------------------
+
+    def send(self, message: bytes) -> None:
+        """A `call` or `cancel` for the app, as one text message."""
+        self.ws.send_text(message)
+
+    def close(self, code: int, reason: str, now: float) -> None:
         """Close the connection with a close code; its calls fail at once (ClientMCP v1 §5.3)."""
+        self.last_seen = now  # when its calls fail
         self.ws.close(code, reason)
 
-    @property
-    def is_open(self) -> bool:
-        return self.ws.state == OPEN
+    def call_ended(self, call: Call, outcome: int) -> None:
+        """Nothing to tell: a call to an app connected here is counted by the bridge alone."""
+
+    def unregistered_text(self) -> str:
+        """The tool error for a call before the app's first register."""
+        return outcomes.NOT_REGISTERED
 
     # -- the WebSocket's handler ------------------------------------------------------------
 
@@ -140,7 +152,7 @@ class AppChannel(MessageHandler):
         self.ws.send_frame(PONG_FRAME)
 
     def on_binary(self, payload: bytes) -> None:
-        self.close(4400, "binary messages are not part of the protocol: send JSON text")
+        self.ws.close(4400, "binary messages are not part of the protocol: send JSON text")
 
     def on_close(self, code: int, reason: str) -> None:
         bridge = self.bridge
@@ -148,7 +160,7 @@ class AppChannel(MessageHandler):
         if self.client_id is not None:
             if bridge.call_log is not None:
                 event(logging.INFO, "app_closed", client_id=self.client_id, code=code, reason=reason)
-            bridge.detach(self)
+            bridge.detach(self, self.last_seen)
 
     def on_text(self, payload: bytes) -> None:
         try:
@@ -157,14 +169,14 @@ class AppChannel(MessageHandler):
             except msgspec.ValidationError:
                 message = loose_app_message(payload)  # an id that is not a string, say
         except msgspec.ValidationError as error:
-            self.close(4400, _shape_problem(error))
+            self.ws.close(4400, _shape_problem(error))
             return
         except msgspec.DecodeError:
-            self.close(4400, "message is not valid JSON")
+            self.ws.close(4400, "message is not valid JSON")
             return
         except RecursionError:
             # msgspec refuses very deep nesting this way; it is the app's mistake, not ours.
-            self.close(4400, "message nests too deeply")
+            self.ws.close(4400, "message nests too deeply")
             return
         kind = message.type
         if kind == "result":
@@ -174,26 +186,26 @@ class AppChannel(MessageHandler):
         elif kind == "ping":
             self.ws.send_frame(PONG_FRAME)
         elif kind in BRIDGE_TYPES:
-            self.close(4400, f"{kind} is sent by the bridge, never by an app")
+            self.ws.close(4400, f"{kind} is sent by the bridge, never by an app")
         # Any other type is ignored, for forward compatibility (ClientMCP v1 §3.2).
 
     def _on_result(self, message) -> None:
         call_id = message.id
         if not isinstance(call_id, str):
-            self.close(4400, "result: id must be the call's id, a string")
+            self.ws.close(4400, "result: id must be the call's id, a string")
             return
         result = message.result
         if result is UNSET:
-            self.close(4400, "result: result is missing")
+            self.ws.close(4400, "result: result is missing")
             return
         shape = result_shape(result)
         if shape == SHAPE_BAD:
-            self.close(4400, "result: result must be an object with a content array")
+            self.ws.close(4400, "result: result must be an object with a content array")
             return
         call = self.calls.pop(call_id, None)
         if call is not None:
             # Unknown and finished ids are ignored, so cancel/result races are harmless.
-            self.bridge.complete(call, result, shape)
+            self.bridge.complete(call, result, shape, self.last_seen)
 
     def _on_register(self, message) -> None:
         try:
@@ -201,7 +213,7 @@ class AppChannel(MessageHandler):
         except RegisterError as error:
             self.bridge.counters.registers_refused += 1
             event(logging.INFO, "register_refused", client_id=self.client_id, reason=str(error))
-            self.close(4400, str(error))
+            self.ws.close(4400, str(error))
             return
         self.bridge.counters.registers_accepted += 1
         self.bridge.registered(self, toolset)

@@ -45,7 +45,6 @@ cdef class Counters:
     cdef public list forwarded
     cdef public list served
     cdef public list refusals
-    cdef public double now
 
     cpdef closed(self, code)
     cpdef call_ended(self, Py_ssize_t outcome, double seconds, bint streamed)

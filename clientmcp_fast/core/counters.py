@@ -125,7 +125,6 @@ class Counters:
         "forwarded",
         "served",
         "refusals",
-        "now",
     )
 
     def __init__(self) -> None:
@@ -178,7 +177,6 @@ class Counters:
         self.forwarded = [0] * len(OUTCOMES)
         self.served = [0] * len(OUTCOMES)
         self.refusals = [0] * len(REFUSALS)  # agents refused, by reason (REFUSALS)
-        self.now = 0.0  # the latest `now` the bridge was given (for ends that come without one)
 
     def closed(self, code: int) -> None:
         """An app connection closed with `code` (sent or received)."""

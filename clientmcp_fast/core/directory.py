@@ -5,11 +5,12 @@ the I/O side feeds what arrives to `Directory.receive`, with `now`; `on_timer(no
 heartbeats and finds instances that stopped sending them. clientmcp_fast/net/nats.py runs
 it on NATS; tests run it on an in-memory bus (docs/scaling.md).
 
-An app held by another instance stands in the `Bridge`'s `apps` as a `RemoteApp`: it has what
-the bridge and the agent endpoint read of an app (`toolset`, `calls`, `ws`, `congested_since`),
-and its `ws.send_text` forwards the bridge's `call` and `cancel` to the instance holding the
-app. So a tools/call, its timeout, streaming, cancellation and every outcome run through the
-same `Bridge` code as a local call, and a single process (no directory) is unchanged.
+The directory is the bridge's `AppRouter` (core/apps.py): the bridge tells it of each app
+connected here, and it tells the other instances. An app held by another instance stands in
+the bridge's `apps` as a `RemoteApp`, an `App` whose `send` forwards the bridge's `call` and
+`cancel` to the instance holding it. So a tools/call, its timeout, streaming, cancellation
+and every outcome run through the same `Bridge` code as a local call, and a single process,
+whose router tells no one, is unchanged.
 
 Replacement (ClientMCP v1 §3.1) across instances: every connection gets an epoch from a
 Lamport clock (one above every epoch this instance has seen, and above its start time, so
@@ -50,6 +51,7 @@ import msgspec
 
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent_legacy import cancel_call
+from clientmcp_fast.core.apps import AppRouter
 from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.counters import (
     DISCONNECTED,
@@ -66,6 +68,7 @@ from clientmcp_fast.log import logger
 from clientmcp_fast.speedups import result_shape
 
 if TYPE_CHECKING:
+    from clientmcp_fast.core.apps import App
     from clientmcp_fast.core.bridge import Bridge
 
 # docs/scaling.md, Failure detection: a heartbeat every second; an instance not heard from for
@@ -164,7 +167,7 @@ _decode_forwarded = msgspec.json.Decoder(_Forwarded).decode
 
 
 class RemoteApp:
-    """An app connected to another instance, as the bridge and the agent endpoint see it."""
+    """An app connected to another instance: the bridge's `App` (core/apps.py), which forwards what it is sent."""
 
     __slots__ = (
         "directory",
@@ -197,15 +200,7 @@ class RemoteApp:
         self.kept = False
         self.over_bound = False
 
-    @property
-    def ws(self) -> RemoteApp:
-        return self  # `app.ws.send_text(...)` forwards
-
-    @property
-    def is_open(self) -> bool:
-        return True
-
-    def send_text(self, message: bytes) -> None:
+    def send(self, message: bytes) -> None:
         """A `call` or `cancel` the bridge wrote for this app: to its instance."""
         directory = self.directory
         directory.bus.send(
@@ -221,12 +216,21 @@ class RemoteApp:
             ),
         )
 
-    def close(self, code: int, reason: str) -> None:
+    def close(self, code: int, reason: str, now: float) -> None:
         """Replaced (or the bridge ends): its calls fail now; the connection is closed where it is."""
-        bridge = self.directory.bridge
-        if bridge.apps.get(self.client_id) is not self:
-            self.directory.release(self)
-            bridge.detach(self)
+        self.directory.drop_remote(self, now)
+
+    def call_ended(self, call: Call, outcome: int) -> None:
+        """A call to this app ended: counted as forwarded (docs/operations.md, Metrics)."""
+        # A call over 4 MiB is refused by the bridge before it is sent, as for a local app: it
+        # never left this instance, so it is not forwarded. The only too_large of a forwarded
+        # call is the bus's refusal, counted where its ERROR is read (`receive`).
+        if outcome != TOO_LARGE:
+            self.directory.bridge.counters.forwarded[outcome] += 1
+
+    def unregistered_text(self) -> str:
+        """The tool error while its tools are unknown here: not registered, or not kept for the bound."""
+        return outcomes.TOOLS_NOT_KEPT if self.over_bound else outcomes.NOT_REGISTERED
 
 
 class ForwardedCall(Call):
@@ -244,7 +248,12 @@ class ForwardedCall(Call):
         self.origin = origin
         self.origin_id = origin_id
         self.client_id = client_id
-        self.outcome = ANSWERED  # how it ended, set before `call_error` (Directory.call_ended)
+        self.outcome = ANSWERED  # how it ended, set before `call_error` (`ended`)
+
+    def ended(self, outcome: int) -> None:
+        """Counted as served (docs/operations.md, Metrics); its ERROR tells the agent's instance how it ended."""
+        self.outcome = outcome
+        self.directory.bridge.counters.served[outcome] += 1
 
     def _reply(self, message: tuple) -> None:
         directory = self.directory
@@ -264,7 +273,7 @@ class ForwardedCall(Call):
         pass
 
 
-class Directory:
+class Directory(AppRouter):
     """This instance's view of the cluster: whose app is where, and the calls crossing instances."""
 
     def __init__(
@@ -276,13 +285,16 @@ class Directory:
         self.prefix = prefix
         # The Lamport clock of connection epochs, from `epoch_floor` of the start time (Replacement).
         self.clock = first_epoch
-        self.timeout_ms = int(bridge.calls.timeout * 1000)  # sent with each call (Calls that never run late)
+        self.timeout_ms = int(
+            bridge.limits.call_timeout * 1000
+        )  # sent with each call (Calls that never run late)
         self.claims: dict[str, tuple[int, str]] = {}  # client ID -> (epoch, instance) holding it
         # docs/scaling.md, Replacement: per client ID, the best state of a connection elsewhere
         # that lost to the claim in use (epoch, instance, tools, instructions, seq); it takes the
         # ID if that claim ends first (its instance died, say), rather than stay unknown here.
         self.runners_up: dict[str, tuple] = {}
-        self.local: dict[str, tuple[object, int]] = {}  # client ID -> (AppChannel, epoch) held here
+        self.local: dict[str, tuple[App, int]] = {}  # client ID -> (app, epoch) connected here
+        self.remote: dict[str, RemoteApp] = {}  # client ID -> the app held elsewhere the bridge has
         self.forwarded: dict[tuple[str, str], ForwardedCall] = {}
         self.peers: dict[str, float] = {}  # instance -> when last heard from
         # Instances taken as gone for their silence, which may yet be alive (a stalled loop):
@@ -315,8 +327,6 @@ class Directory:
         self.connected = False
         self._beat_at = -math.inf
         self._beat_sent = -math.inf
-        self.now = 0.0
-        bridge.directory = self
 
     # -- subjects ----------------------------------------------------------------------------
 
@@ -334,12 +344,10 @@ class Directory:
         """What the bus subscribes this instance to."""
         return (f"{self.prefix}.app.*", self.instance_subject(self.instance), self.beat_subject)
 
-    # -- the bridge's hooks: local apps (per connection, never per call) ----------------------
+    # -- the AppRouter: apps connected here (per connection, never per call) ------------------
 
-    def attached(self, app) -> None:
+    def attached(self, app: App, now: float) -> None:
         """A local connection took its client ID: claim it in the cluster with a new epoch."""
-        if type(app) is RemoteApp:
-            return
         self.clock += 1
         epoch = self.clock
         client_id = app.client_id
@@ -347,22 +355,15 @@ class Directory:
         self.claims[client_id] = (epoch, self.instance)
         self._send_state(self.app_subject(client_id), client_id, app, epoch)
 
-    def registered(self, app) -> None:
+    def registered(self, app: App) -> None:
         """A local app's tool set changed: every instance learns it."""
-        if type(app) is RemoteApp:
-            return
         held = self.local.get(app.client_id)
         if held is not None and held[0] is app:
             self._send_state(self.app_subject(app.client_id), app.client_id, app, held[1])
 
-    def detached(self, app) -> None:
-        """The app holding its client ID went away."""
+    def detached(self, app: App) -> None:
+        """The local app holding its client ID went away."""
         client_id = app.client_id
-        if type(app) is RemoteApp:
-            self.release(app)
-            if self.claims.get(client_id) == (app.epoch, app.instance):
-                del self.claims[client_id]
-            return
         held = self.local.get(client_id)
         if held is not None and held[0] is app:
             del self.local[client_id]
@@ -373,7 +374,7 @@ class Directory:
                 self.seq += 1
                 self.bus.send(self.app_subject(client_id), (GONE, client_id, epoch, self.instance, self.seq))
 
-    def _send_state(self, subject: str, client_id: str, app, epoch: int) -> None:
+    def _send_state(self, subject: str, client_id: str, app: App, epoch: int) -> None:
         if not self.connected:
             return
         toolset = app.toolset
@@ -381,32 +382,42 @@ class Directory:
         self.seq += 1
         self.bus.send(subject, (STATE, client_id, epoch, self.instance, tools, text, self.seq))
 
-    def undeliverable(self, subject: str, message: tuple, limit: int) -> None:
+    def undeliverable(self, subject: str, message: tuple, limit: int, now: float) -> None:
         """The bus cannot carry `message` (over `limit` bytes): its call fails with a tool error rather than waiting."""
         kind = message[0]
         text = outcomes.too_large_between_instances(limit)
         if kind == APP:  # a call for a remote app: it fails here
-            self.receive((ERROR, message[2], _decode_forwarded(message[4]).id, text, TOO_LARGE), self.now)
+            self.receive((ERROR, message[2], _decode_forwarded(message[4]).id, text, TOO_LARGE), now)
         elif kind == RESULT:  # an app's answer: the agent's instance gets the error instead
             self.bus.send(subject, (ERROR, message[1], message[2], text, TOO_LARGE))
         else:
             logger.warning("cluster: a message about %r is over %d bytes: not sent", message[1], limit)
 
-    def cancel_legacy(self, client_id: str, request_id: bytes, session: bytes | None) -> None:
+    def cancel_elsewhere(self, client_id: str, request_id: bytes, session: bytes | None) -> None:
         """A legacy notifications/cancelled that named no call waiting here: the instance holding it cancels it."""
         if self.connected:
             self.bus.send(self.beat_subject, (CANCEL, client_id, bytes(request_id), session, self.instance))
 
-    def call_ended(self, call: object, outcome: int) -> None:
-        """A call ended (the bridge tells each end): counted when it crossed instances (docs/operations.md)."""
-        if type(call) is ForwardedCall:
-            call.outcome = outcome  # its ERROR tells the agent's instance
-            self.bridge.counters.served[outcome] += 1
-        elif outcome != TOO_LARGE and type(getattr(call, "app", None)) is RemoteApp:
-            # A call over 4 MiB is refused by the bridge before it is sent, as for a local app:
-            # it never left this instance, so it is not forwarded. The only too_large of a
-            # forwarded call is the bus's refusal, counted where its ERROR is read (`receive`).
-            self.bridge.counters.forwarded[outcome] += 1
+    def is_remote(self, app: App) -> bool:
+        """Whether `app` is the bridge's app held by another instance."""
+        return self.remote.get(app.client_id) is app
+
+    # -- apps held elsewhere, in the bridge ------------------------------------------------------
+
+    def _hold_remote(self, app: RemoteApp, now: float) -> None:
+        """A connection elsewhere holds its client ID: the bridge's app for it from now on."""
+        self.bridge.hold(app, now)  # closes the app it replaces, which may be a remote one
+        self.remote[app.client_id] = app
+
+    def drop_remote(self, app: RemoteApp, now: float) -> None:
+        """A remote app leaves the bridge (gone, replaced, unreachable): its calls fail now."""
+        client_id = app.client_id
+        if self.remote.get(client_id) is app:
+            del self.remote[client_id]
+        if self.claims.get(client_id) == (app.epoch, app.instance):
+            del self.claims[client_id]
+        self.release(app)
+        self.bridge.forget(app, now)
 
     # -- the bus ------------------------------------------------------------------------------
 
@@ -443,13 +454,13 @@ class Directory:
         self._owed.pop(instance, None)
         self._announce_all(self.instance_subject(instance), ask)
 
-    def bus_down(self) -> None:
+    def bus_down(self, now: float) -> None:
         """The bus is gone: apps held elsewhere are unreachable (their calls fail), calls for ours are dropped."""
         self.connected = False
         for instance in list(self.peers):
-            self._peer_gone(instance)
+            self._peer_gone(instance, now)
         for call in list(self.forwarded.values()):
-            self.bridge.abandon(call)
+            self.bridge.abandon(call, now)
         self.forwarded.clear()
 
     def dropped_message(self, reason: str, now: float, detail: str = "") -> None:
@@ -466,8 +477,6 @@ class Directory:
 
     def receive(self, message: list, now: float, age: float = 0.0) -> None:
         """One message from the bus, sent `age` seconds ago by its sender's clock."""
-        self.now = now
-        self.bridge.counters.now = now  # when a result or a departure in it ends a call
         if self.connected and now - self._beat_sent >= STALLED_AFTER:
             self._start_over(now)  # before anything of the backlog a stall left is acted on
         kind = self._checked(message, now)
@@ -479,8 +488,8 @@ class Directory:
                 return
             self._on_app_message(message, now, age)
         elif kind == RESULT or kind == ERROR:
-            app = self.bridge.apps.get(message[1])
-            if type(app) is not RemoteApp:
+            app = self.remote.get(message[1])
+            if app is None:
                 return
             call = app.calls.pop(message[2], None)
             if call is None:
@@ -489,14 +498,12 @@ class Directory:
                 # Its shape is read again (a walk of bytes the app's instance checked), so that
                 # this instance, which owns the call, counts a tool error from the app as one.
                 result = msgspec.Raw(message[3])
-                self.bridge.complete(call, result, result_shape(result))
+                self.bridge.complete(call, result, result_shape(result), now)
             else:
                 outcome = message[4]
-                self.bridge.calls.finish(call)
-                self.bridge._ended(call, outcome, now)
                 if outcome == TOO_LARGE:  # the call or its answer was too large for the bus
                     self.bridge.counters.forwarded[TOO_LARGE] += 1
-                call.call_error(message[3])
+                self.bridge.fail(call, outcome, message[3], now)
         elif not self.connected:
             return  # read before the bus went down: what it says of other instances is stale
         elif kind == STATE:
@@ -520,21 +527,21 @@ class Directory:
             if self.claims.get(client_id) != (epoch, instance):
                 return
             del self.claims[client_id]
-            app = self.bridge.apps.get(client_id)
-            if type(app) is RemoteApp and app.epoch == epoch and app.instance == instance:
-                self.bridge.detach(app)
+            app = self.remote.get(client_id)
+            if app is not None and app.epoch == epoch and app.instance == instance:
+                self.drop_remote(app, now)
             self._promote(client_id, now)
         elif kind == CANCEL:
             if incompatible and message[4] in incompatible:
                 return
-            cancel_call(self.bridge, message[1], message[2], message[3])
+            cancel_call(self.bridge, message[1], message[2], message[3], now)
         elif kind == BEAT or kind == SYNC:
             instance = message[1]
             if instance == self.instance:
                 return
             version = message[2] if kind == BEAT else message[3]
             if version != WIRE_VERSION:
-                self._incompatible(instance, version)
+                self._incompatible(instance, version, now)
                 return
             known = instance in self.peers
             if kind == SYNC:
@@ -546,8 +553,8 @@ class Directory:
                 # apps and failed its calls to them, so the ones we run for it end too (the app
                 # gets `cancel`); what we knew of its apps is replaced by the states that follow.
                 self.silent.discard(instance)
-                self._abandon_calls_from(instance)
-                self._forget_apps_of(instance, message[2])
+                self._abandon_calls_from(instance, now)
+                self._forget_apps_of(instance, now, message[2])
                 if message[4]:
                     self._owe(instance, False, now)
                 return
@@ -633,7 +640,7 @@ class Directory:
             return None
         return kind
 
-    def _incompatible(self, instance: object, version: object) -> None:
+    def _incompatible(self, instance: object, version: object, now: float) -> None:
         """An instance announced another WIRE_VERSION: it is ignored from now on, with one warning."""
         if instance in self.incompatible:
             return
@@ -646,7 +653,7 @@ class Directory:
             WIRE_VERSION,
         )
         if instance in self.peers:
-            self._peer_gone(instance)  # type: ignore[arg-type]
+            self._peer_gone(instance, now)  # type: ignore[arg-type]
 
     def _on_state(
         self,
@@ -680,7 +687,7 @@ class Directory:
                 self.bus.send(
                     self.app_subject(client_id), (GONE, client_id, replaced[1], self.instance, self.seq)
                 )
-            bridge.attach(RemoteApp(self, client_id, instance, epoch, seq), now)
+            self._hold_remote(RemoteApp(self, client_id, instance, epoch, seq), now)
         elif claim != current:
             # Older than the connection in use, whose instance closes it; unless that one ended
             # unseen (its instance restarted, with a clock behind): kept to take over then.
@@ -689,8 +696,8 @@ class Directory:
                 if runner is None or claim >= (runner[0], runner[1]):
                     self.runners_up[client_id] = (epoch, instance, tools, text, seq)
             return
-        app = bridge.apps.get(client_id)
-        if type(app) is not RemoteApp or app.epoch != epoch:
+        app = self.remote.get(client_id)
+        if app is None or app.epoch != epoch:
             return
         if seq < app.seq:
             return  # an older state of this connection, delivered after a newer one
@@ -712,7 +719,7 @@ class Directory:
             )
         except RegisterError:  # pragma: no cover - the app's instance accepted it
             return
-        bridge.registered(app, toolset)
+        bridge.retool(app, toolset)
 
     def _not_kept(self, app: RemoteApp, now: float) -> None:
         """The bound of remote apps is reached: this one is known to be online, without its tools."""
@@ -744,52 +751,52 @@ class Directory:
         if forwarded.type == "cancel":
             call = self.forwarded.pop((origin, forwarded.id), None)
             if call is not None:
-                self.bridge.abandon(call)
+                self.bridge.abandon(call, now)
             return
         call = ForwardedCall(self, origin, forwarded.id, client_id)
         required = self.required.get(origin)
         if origin not in self.peers or (required is not None and message[6] < required):
             # docs/scaling.md, Calls that never run late: sent before its instance learned that we
             # had started over with it (or from one we took as gone), which failed it already.
-            self.call_ended(call, DISCONNECTED)
-            call.call_error(outcomes.DISCONNECTED)
+            self._refuse(call, DISCONNECTED, outcomes.DISCONNECTED)
             return
         if required is not None:
             del self.required[origin]  # it has applied our SYNC: its later calls carry that floor
         timeout = message[5] / 1000
         if age >= timeout:  # its agent was told of the timeout already
-            self.call_ended(call, TIMEOUT)
-            call.call_error(outcomes.timed_out(timeout))
+            self._refuse(call, TIMEOUT, outcomes.timed_out(timeout))
             return
         held = self.local.get(client_id)
         if held is None or held[1] != epoch:
             # The connection the agent's instance meant is gone (replaced or closed).
-            self.call_ended(call, DISCONNECTED)
-            call.call_error(outcomes.DISCONNECTED)
+            self._refuse(call, DISCONNECTED, outcomes.DISCONNECTED)
             return
         app = held[0]
         toolset = app.toolset  # type: ignore[attr-defined]
         tool = toolset.tools.get(forwarded.name) if toolset is not None else None
         if tool is None:
             if toolset is None:
-                self.call_ended(call, NOT_REGISTERED)
-                call.call_error(outcomes.NOT_REGISTERED)
+                self._refuse(call, NOT_REGISTERED, outcomes.NOT_REGISTERED)
             else:
-                self.call_ended(call, UNKNOWN_TOOL)
-                call.call_error(f"Unknown tool: {forwarded.name}")
+                self._refuse(call, UNKNOWN_TOOL, f"Unknown tool: {forwarded.name}")
             return
         arguments = forwarded.arguments
         if arguments is msgspec.UNSET:
             self.dropped_message(MALFORMED, now, "a call without arguments")
             return
         self.forwarded[(origin, forwarded.id)] = call
-        self.bridge.start_call(app, tool, bytes(arguments), call, now)  # type: ignore[arg-type]
+        self.bridge.start_call(app, tool, bytes(arguments), call, now)
+
+    @staticmethod
+    def _refuse(call: ForwardedCall, outcome: int, text: str) -> None:
+        """A forwarded call that never reaches the app here: served with `outcome`, its agent told `text`."""
+        call.ended(outcome)
+        call.call_error(text)
 
     # -- time ---------------------------------------------------------------------------------
 
     def on_timer(self, now: float) -> None:
         """Send a heartbeat when due; instances silent for DEAD_AFTER seconds are gone."""
-        self.now = now
         if not self.connected:
             return
         if now - self._beat_sent >= STALLED_AFTER:
@@ -807,7 +814,7 @@ class Directory:
         for instance, heard in list(self.peers.items()):
             if now - heard > DEAD_AFTER:
                 self.silent.add(instance)
-                self._peer_gone(instance)
+                self._peer_gone(instance, now)
         if self._owed:
             for instance, ask in list(self._owed.items()):
                 if now - self._answered.get(instance, -math.inf) >= ANSWER_EVERY:
@@ -828,11 +835,11 @@ class Directory:
             now - self._beat_sent,
         )
         for instance in list(self.peers):
-            self._peer_gone(instance)
+            self._peer_gone(instance, now)
         self._beat_sent = now
         self._announce_all(self.beat_subject, True)
 
-    def _peer_gone(self, instance: str) -> None:
+    def _peer_gone(self, instance: str, now: float) -> None:
         """An instance stopped answering: its apps are offline here, their calls fail as disconnected."""
         self.peers.pop(instance, None)
         self.floors.pop(instance, None)
@@ -840,31 +847,27 @@ class Directory:
         self._answered.pop(instance, None)
         # Its calls sent before it hears our next SYNC are refused (Calls that never run late).
         self.required[instance] = self.seq + 1
-        self._abandon_calls_from(instance)
-        self._forget_apps_of(instance)
+        self._abandon_calls_from(instance, now)
+        self._forget_apps_of(instance, now)
 
-    def _abandon_calls_from(self, instance: str) -> None:
+    def _abandon_calls_from(self, instance: str, now: float) -> None:
         """The calls we run for `instance`'s agents end: its agents were told already (the apps get `cancel`)."""
         bridge = self.bridge
         for key, call in list(self.forwarded.items()):
             if key[0] == instance:
                 del self.forwarded[key]
-                bridge.abandon(call)
+                bridge.abandon(call, now)
 
-    def _forget_apps_of(self, instance: str, before: int = MAX_INTEGER + 1) -> None:
+    def _forget_apps_of(self, instance: str, now: float, before: int = MAX_INTEGER + 1) -> None:
         """`instance`'s apps are offline here; those it stated after sequence `before` stay (a SYNC delivered late)."""
         runners_up = self.runners_up
         if runners_up:
             for client_id, runner in list(runners_up.items()):
                 if runner[1] == instance and runner[4] < before:
                     del runners_up[client_id]
-        bridge = self.bridge
-        now = self.now
-        for client_id, app in list(bridge.apps.items()):
-            if type(app) is RemoteApp and app.instance == instance and app.seq < before:
-                if self.claims.get(client_id) == (app.epoch, instance):
-                    del self.claims[client_id]
-                bridge.detach(app)
+        for client_id, app in list(self.remote.items()):
+            if app.instance == instance and app.seq < before:
+                self.drop_remote(app, now)
                 if runners_up:
                     self._promote(client_id, now)
 

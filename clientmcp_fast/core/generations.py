@@ -22,7 +22,7 @@ REVOKED_REASON = "token revoked: its generation is no longer current"
 class ClosableApp(Protocol):
     """A connected app as far as revocation is concerned (core/channel.py's `AppChannel`)."""
 
-    def close(self, code: int, reason: str) -> None: ...
+    def close(self, code: int, reason: str, now: float) -> None: ...
 
 
 class Generations:
@@ -146,7 +146,9 @@ def _differing(old: Mapping[str, int], new: Mapping[str, int]) -> list[str]:
     ]
 
 
-def close_revoked_apps(apps: Mapping[str, ClosableApp], changed: Iterable[tuple[str, str]]) -> list[str]:
+def close_revoked_apps(
+    apps: Mapping[str, ClosableApp], changed: Iterable[tuple[str, str]], now: float
+) -> list[str]:
     """Close with 4401 each connected app whose client generation changed; the client IDs closed.
 
     The app's token was checked when it connected, against the generation current then; every
@@ -159,6 +161,6 @@ def close_revoked_apps(apps: Mapping[str, ClosableApp], changed: Iterable[tuple[
             continue
         app = apps.get(client_id)
         if app is not None:
-            app.close(4401, REVOKED_REASON)
+            app.close(4401, REVOKED_REASON, now)
             closed.append(client_id)
     return closed

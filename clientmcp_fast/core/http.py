@@ -174,7 +174,7 @@ class Exchange:
     The net layer's `HttpExchange` answers on a connection; a batch element collects its
     answer; core tests record. A base class rather than a Protocol, so that compiled, the
     core calls these methods directly. Each subclass sets `request` (a `Request`) and
-    `on_abandon`, which the core sets while an answer is pending: called if the peer goes
+    `on_abandon`, which the core sets while an answer is pending: called with `now` if the peer goes
     away first.
     """
 

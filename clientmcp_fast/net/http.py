@@ -181,7 +181,7 @@ class HttpProtocol:
         if current is not None and current.on_abandon is not None:
             abandon = current.on_abandon
             current.on_abandon = None
-            abandon()
+            abandon(self._time())
 
     def data_received(self, data: bytes) -> None:
         self._counters.http_bytes_in += len(data)

@@ -147,6 +147,7 @@ class NatsCluster:
         self.urls = list(urls)
         self.instance = secrets.token_hex(6)
         self.directory = Directory(server.bridge, self, self.instance, prefix, epoch_floor(time.time()))
+        server.bridge.router = self.directory
         settings = server.settings
         self.auth = BusAuth(settings.secrets, settings.signing_secret, self.instance)
         self.nc: Any = None
@@ -195,7 +196,7 @@ class NatsCluster:
         count = size = 0
         for subject, messages in batches.items():
             pub = f"PUB {subject} ".encode()
-            for payload in self._payloads(subject, messages, limit):
+            for payload in self._payloads(subject, messages, limit, self.loop.time()):
                 head, body = seal(subject, payload, now)
                 length = len(head) + len(body)
                 parts += (pub, b"%d\r\n" % length, head, body, b"\r\n")
@@ -217,7 +218,7 @@ class NatsCluster:
                     continue  # dropped: peers learn from the heartbeats that we are gone
                 limit = nc.max_payload - _ENVELOPE - _SEAL
                 for subject, messages in batches.items():
-                    for payload in self._payloads(subject, messages, limit):
+                    for payload in self._payloads(subject, messages, limit, self.loop.time()):
                         head, body = self.auth.seal(subject, payload, time.time())
                         try:
                             await nc.publish(subject, head + body)
@@ -226,7 +227,7 @@ class NatsCluster:
         finally:
             self._publisher = None
 
-    def _payloads(self, subject: str, messages: list[tuple], limit: int) -> list[bytes]:
+    def _payloads(self, subject: str, messages: list[tuple], limit: int, now: float) -> list[bytes]:
         """The messages in as few payloads as the server's max_payload allows; one too large alone is answered here."""
         whole = _encode(messages)  # the usual turn: all in one payload, encoded by one call
         if len(whole) <= limit:
@@ -237,7 +238,7 @@ class NatsCluster:
         for message in messages:
             encoded = _encode(message)
             if len(encoded) > limit:
-                self.directory.undeliverable(subject, message, limit)
+                self.directory.undeliverable(subject, message, limit, now)
                 continue
             if size + len(encoded) > limit:
                 payloads.append(_array(items))
@@ -305,7 +306,7 @@ class NatsCluster:
     async def _disconnected(self) -> None:
         if not self._stopping:
             logger.warning("nats: disconnected; apps on other instances are unreachable until it is back")
-        self.directory.bus_down()
+        self.directory.bus_down(self.loop.time())
 
     async def _reconnected(self) -> None:
         self.reconnects += 1

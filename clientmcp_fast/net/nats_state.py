@@ -372,7 +372,8 @@ class NatsGenerationFollower:
                 continue
             row = entry_row(entry)
             if row is not None:
-                announce_changes(self.generations, self._bridge, self.generations.update([row]))
+                changed = self.generations.update([row])
+                announce_changes(self.generations, self._bridge, changed, self._loop.time())
 
     async def _resync(self) -> None:
         """After a reconnection: read the whole bucket again (changes made meanwhile), then watch on."""
@@ -398,7 +399,7 @@ class NatsGenerationFollower:
         logger.info(
             "nats state: bucket %s read again after the outage, %d generations changed", BUCKET, len(changed)
         )
-        announce_changes(self.generations, self._bridge, changed)
+        announce_changes(self.generations, self._bridge, changed, self._loop.time())
         await self._follow(watcher)
 
     async def _disconnected(self) -> None:

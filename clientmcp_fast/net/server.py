@@ -340,7 +340,7 @@ class Server:
         # (it says `connection: close`), before the bridge fails the calls in flight.
         for conn in list(self.http_connections):
             conn.shutdown()
-        self.bridge.shutdown()
+        self.bridge.shutdown(self.loop.time())
         self.writes.flush()
         give_up = self.loop.time() + SHUTDOWN_GRACE_SECONDS
         while (self.http_connections or self.websockets) and self.loop.time() < give_up:

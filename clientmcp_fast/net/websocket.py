@@ -30,13 +30,13 @@ class Session(Protocol):
 
     def receive_data(self, data: bytes, now: float) -> None: ...
 
-    def connection_lost(self) -> None: ...
+    def connection_lost(self, now: float) -> None: ...
 
     def congested(self, now: float) -> None: ...
 
     def drained(self) -> None: ...
 
-    def overflowed(self) -> None: ...
+    def overflowed(self, now: float) -> None: ...
 
 
 class WriteQueue:
@@ -149,7 +149,7 @@ class WebSocketProtocol(Link):
             self._close_timer = None
         self._out = None
         self._unfed = None
-        self.session.connection_lost()
+        self.session.connection_lost(self._time())
         self.server.websocket_closed(self)
 
     def pause_writing(self) -> None:
@@ -193,7 +193,7 @@ class WebSocketProtocol(Link):
         # The hard limit is at least the soft one, past which the transport has called
         # pause_writing (within that write): unpaused, there is no size to ask for.
         if self._paused and transport.get_write_buffer_size() > self._hard_bytes:
-            self.session.overflowed()
+            self.session.overflowed(self._time())
 
     def end(self, wait_for_peer: bool) -> None:
         self.flush()

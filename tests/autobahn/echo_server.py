@@ -37,7 +37,7 @@ class EchoSession(MessageHandler):
     def receive_data(self, data: bytes, now: float) -> None:
         self.ws.receive_data(data)
 
-    def connection_lost(self) -> None:
+    def connection_lost(self, now: float) -> None:
         self.ws.connection_lost()
 
     def congested(self, now: float) -> None:
@@ -46,7 +46,7 @@ class EchoSession(MessageHandler):
     def drained(self) -> None:
         pass
 
-    def overflowed(self) -> None:
+    def overflowed(self, now: float) -> None:
         self.ws.close(1008, "not reading")
 
     def on_text(self, payload: bytes) -> None:

@@ -17,10 +17,15 @@ from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.http import Exchange, Request
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import TokenVerifier, mint
-from clientmcp_fast.core.websocket import Link
+from clientmcp_fast.core.websocket import OPEN, Link
 
 SECRET = b"core-tests-secret-0123456789abcdef-0123"
 NOW = 1_700_000_000.0
+
+
+def is_open(channel: AppChannel) -> bool:
+    """Whether the app's WebSocket is still open (neither closing nor closed)."""
+    return channel.ws.state == OPEN
 
 
 def client_text(message: Any) -> bytes:

@@ -13,6 +13,7 @@ from fakes import (
     RecordingWake,
     client_text,
     connect,
+    is_open,
     make_bridge,
     register,
     send,
@@ -79,7 +80,7 @@ def test_a_second_connection_replaces_the_first_with_4409():
     newer, newer_link = connect(bridge, "app-1")
     assert older_link.close() == (4409, "replaced by a newer connection for this client ID")
     assert bridge.apps == {"app-1": newer}
-    assert newer.is_open
+    assert is_open(newer)
     assert newer_link.data == b""
 
 
@@ -136,10 +137,10 @@ def test_the_replaced_connection_ending_leaves_the_newer_one_alone():
     register(newer, tool("echo"))
     turn(bridge)
     assert stream.events == ["tools_changed"] * 3  # register, replacement, new register
-    older.connection_lost()
+    older.connection_lost(NOW)
     assert bridge.apps == {"app-1": newer}
     assert stream.events == ["tools_changed"] * 3
-    assert newer.is_open
+    assert is_open(newer)
 
 
 def test_a_newer_connection_starts_from_an_empty_tool_set():
@@ -164,7 +165,7 @@ def test_a_disconnection_fails_calls_in_flight_with_disconnected():
     bridge = make_bridge()
     channel, _ = online(bridge, "app-1", "echo")
     _, waiter = start(bridge, channel)
-    channel.connection_lost()
+    channel.connection_lost(NOW)
     assert waiter.events == [DISCONNECTED]
     assert outcomes.DISCONNECTED == "The application disconnected before answering."
     assert bridge.apps == {}
@@ -190,7 +191,7 @@ def test_a_disconnection_with_tools_announces_list_changed():
     stream = listen(bridge)
     channel, _ = online(bridge, "app-1", "echo")
     turn(bridge)
-    channel.connection_lost()
+    channel.connection_lost(NOW)
     turn(bridge)
     assert stream.events == ["tools_changed", "tools_changed"]
 
@@ -202,14 +203,14 @@ def test_a_disconnection_without_tools_announces_nothing(registered):
     channel, _ = online(bridge, "app-1")
     if registered:
         register(channel)
-    channel.connection_lost()
+    channel.connection_lost(NOW)
     assert stream.events == []
 
 
 def test_a_closed_app_is_no_longer_online():
     bridge = make_bridge()
     channel, _ = online(bridge, "app-1", "echo")
-    channel.close(1000, "done")
+    channel.close(1000, "done", NOW)
     assert bridge.apps == {}
 
 
@@ -373,7 +374,7 @@ def test_a_second_result_for_the_same_id_is_ignored():
     send(channel, {"type": "result", "id": call.id, "result": {"content": []}})
     send(channel, {"type": "result", "id": call.id, "result": {"content": [], "isError": True}})
     assert waiter.events == [("result", b'{"content":[]}', False)]
-    assert channel.is_open
+    assert is_open(channel)
 
 
 def test_a_call_to_a_tool_a_later_register_removed_still_completes():
@@ -505,7 +506,7 @@ def test_a_result_after_the_timeout_is_ignored():
     bridge.on_timer(NOW + 5)
     send(channel, {"type": "result", "id": call.id, "result": {"content": []}}, NOW + 6)
     assert waiter.events == [("error", outcomes.timed_out(5))]
-    assert channel.is_open
+    assert is_open(channel)
 
 
 def test_calls_time_out_in_start_order():
@@ -619,12 +620,12 @@ def test_abandon_sends_cancel_and_ignores_a_late_result():
     channel, link = online(bridge, "app-1", "echo")
     call, waiter = start(bridge, channel)
     link.new_frames()
-    bridge.abandon(call)
+    bridge.abandon(call, NOW)
     assert link.new_frames() == [(Op.TEXT, b'{"type":"cancel","id":"' + call.id.encode() + b'"}')]
     assert len(bridge.calls) == 0
     send(channel, {"type": "result", "id": call.id, "result": {"content": []}})
     assert waiter.events == []
-    assert channel.is_open
+    assert is_open(channel)
 
 
 def test_abandoning_a_finished_call_sends_nothing():
@@ -633,8 +634,8 @@ def test_abandoning_a_finished_call_sends_nothing():
     call, _ = start(bridge, channel)
     send(channel, {"type": "result", "id": call.id, "result": {"content": []}})
     link.new_frames()
-    bridge.abandon(call)
-    bridge.abandon(call)
+    bridge.abandon(call, NOW)
+    bridge.abandon(call, NOW)
     assert link.new_frames() == []
 
 
@@ -642,7 +643,7 @@ def test_an_abandoned_call_does_not_time_out():
     bridge = make_bridge(call_timeout=5, **QUIET)
     channel, link = online(bridge, "app-1", "echo")
     call, waiter = start(bridge, channel, wants_stream=True)
-    bridge.abandon(call)
+    bridge.abandon(call, NOW)
     link.new_frames()
     bridge.on_timer(NOW + 10)
     assert waiter.events == []
@@ -716,7 +717,7 @@ def test_an_overflowed_app_gets_4429_at_once():
     channel, link = online(bridge, "app-1", "echo")
     turn(bridge)
     _, waiter = start(bridge, channel)
-    channel.overflowed()
+    channel.overflowed(NOW)
     assert link.close() == (4429, "the app does not read: unsent data passed the hard limit")
     assert waiter.events == [DISCONNECTED]
     turn(bridge)
@@ -780,7 +781,7 @@ def test_streams_stay_open_while_the_app_is_offline():
     stream = listen(bridge)
     channel, _ = online(bridge, "app-1", "echo")
     turn(bridge)
-    channel.connection_lost()
+    channel.connection_lost(NOW)
     bridge.on_timer(NOW + 15)
     assert stream.events == ["tools_changed", "tools_changed", "keep_alive"]
     assert bridge.stream_count == 1
@@ -797,7 +798,7 @@ def test_shutdown_fails_calls_closes_apps_and_ends_streams():
     b, b_link = online(bridge, "app-2", "echo")
     _, waiter_a = start(bridge, a)
     _, waiter_b = start(bridge, b, wants_stream=True)
-    bridge.shutdown()
+    bridge.shutdown(NOW)
     assert waiter_a.events == [("error", "The bridge is shutting down.")]
     assert waiter_b.events == [("error", "The bridge is shutting down.")]
     assert a_link.close() == (1001, "bridge shutting down")
@@ -816,6 +817,6 @@ def test_after_shutdown_nothing_is_due():
     listen(bridge)
     channel, _ = online(bridge, "app-1", "echo")
     _, waiter = start(bridge, channel, wants_stream=True)
-    bridge.shutdown()
+    bridge.shutdown(NOW)
     bridge.on_timer(NOW + 200)
     assert waiter.events == [("error", outcomes.SHUTTING_DOWN)]

@@ -11,6 +11,7 @@ from fakes import (
     RecordingWaiter,
     client_text,
     connect,
+    is_open,
     make_bridge,
     register,
     send,
@@ -44,7 +45,7 @@ def test_a_valid_client_token_attaches_the_app_silently():
     channel, link = connect(bridge, "alice-wallet")
     assert channel.client_id == "alice-wallet"
     assert bridge.apps == {"alice-wallet": channel}
-    assert channel.is_open
+    assert is_open(channel)
     assert link.data == b""
     assert link.ends == []
 
@@ -55,7 +56,7 @@ def test_no_token_closes_with_4401_right_after_open():
     assert link.frames() == [(Op.CLOSE, b"\x11\x31no token offered: send it as the second subprotocol")]
     assert link.ends == [True]
     assert bridge.apps == {}
-    assert not channel.is_open
+    assert not is_open(channel)
 
 
 @pytest.mark.parametrize(
@@ -102,7 +103,7 @@ def test_an_established_connection_outlives_its_token():
     channel, link = connect(bridge, None, offered=token("alice", ttl=10))
     register(channel, tool("t"), now=NOW + 3600)
     assert link.texts() == [b'{"type":"registered"}']
-    assert channel.is_open
+    assert is_open(channel)
 
 
 def test_app_connections_over_the_limit_get_4429_at_open():
@@ -119,8 +120,8 @@ def test_connection_lost_counts_every_transport_down_to_zero():
     first, _ = connect(bridge, "a")
     second, second_link = connect(bridge, "b")
     assert second_link.close()[0] == 4429
-    first.connection_lost()
-    second.connection_lost()
+    first.connection_lost(NOW)
+    second.connection_lost(NOW)
     assert bridge.app_connections == 0
     _, link = connect(bridge, "c")
     assert link.data == b""
@@ -129,7 +130,7 @@ def test_connection_lost_counts_every_transport_down_to_zero():
 
 def test_a_bridge_shutting_down_closes_new_apps_with_1001():
     bridge = make_bridge()
-    bridge.shutdown()
+    bridge.shutdown(NOW)
     _, link = connect(bridge, "alice")
     assert_closed(link, 1001, "bridge shutting down")
     assert bridge.apps == {}
@@ -308,7 +309,7 @@ def test_pings_refresh_last_seen(ping):
 def test_nothing_is_answered_once_the_channel_closed():
     bridge = make_bridge()
     channel, link = connect(bridge)
-    channel.close(1000, "bye")
+    channel.close(1000, "bye", NOW)
     channel.receive_data(client_text(b'{"type":"ping"}'), NOW)
     register(channel, tool("t"))
     assert [opcode for opcode, _ in link.frames()] == [Op.CLOSE]
@@ -326,7 +327,7 @@ def test_unknown_types_are_ignored(message):
     channel, link = connect(bridge)
     send(channel, message)
     assert link.data == b""
-    assert channel.is_open
+    assert is_open(channel)
 
 
 @pytest.mark.parametrize(
@@ -492,14 +493,14 @@ def test_a_result_is_forwarded_as_sent_with_what_its_shape_says(result, has_resu
     _, channel, link, waiter, call = connected_with_call()
     send(channel, b'{"type":"result","id":"' + call.id.encode() + b'","result":' + result + b"}")
     assert waiter.events == [("result", result, has_result_type)]
-    assert channel.is_open
+    assert is_open(channel)
 
 
 def test_a_result_for_an_unknown_id_is_ignored():
     _, channel, link, waiter, call = connected_with_call()
     send(channel, {"type": "result", "id": "no-such-call", "result": {"content": []}})
     assert link.new_frames() == []
-    assert channel.is_open
+    assert is_open(channel)
     assert waiter.events == []
     assert call.id in channel.calls
 
@@ -509,7 +510,7 @@ def test_a_second_result_for_the_same_id_is_ignored():
     send(channel, {"type": "result", "id": call.id, "result": {"content": [{"type": "text", "text": "1"}]}})
     send(channel, {"type": "result", "id": call.id, "result": {"content": [{"type": "text", "text": "2"}]}})
     assert waiter.events == [("result", b'{"content":[{"type":"text","text":"1"}]}', False)]
-    assert channel.is_open
+    assert is_open(channel)
     assert link.new_frames() == []
 
 
@@ -518,7 +519,7 @@ def test_a_second_result_for_the_same_id_is_ignored():
 
 def test_overflowed_closes_4429():
     _, channel, link, waiter, _ = connected_with_call()
-    channel.overflowed()
+    channel.overflowed(NOW)
     assert_closed(link, 4429, "the app does not read: unsent data passed the hard limit")
     assert waiter.events == [("error", "The application disconnected before answering.")]
 

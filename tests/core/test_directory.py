@@ -17,6 +17,7 @@ from fakes import NOW, RecordingStream, RecordingWaiter, connect, make_bridge, r
 from wire import Op
 
 from clientmcp_fast.core import outcomes
+from clientmcp_fast.core.apps import LOCAL
 from clientmcp_fast.core.counters import OUTCOMES, TOO_LARGE
 from clientmcp_fast.core.directory import (
     BEAT_EVERY,
@@ -93,8 +94,7 @@ def cluster(count: int = 2, **limits):
     for index in range(count):
         bridge = make_bridge(**{**QUIET, **limits})
         bus = MemoryBus(network)
-        directory = Directory(bridge, bus, f"i{index}")
-        bus.directory = directory
+        directory = bus.directory = bridge.router = Directory(bridge, bus, f"i{index}")
         network.join(directory)
         directory.bus_up(NOW)
         bridges.append(bridge)
@@ -150,7 +150,7 @@ def test_the_app_disconnecting_fails_the_call(where):
     channel, link = online(network, bridges[0], "app-1", "echo")
     agent = agent_side(bridges, where)
     waiter = call(network, agent)
-    channel.close(1000, "bye")
+    channel.close(1000, "bye", NOW)
     channel.on_close(1000, "bye")
     network.pump()
     assert waiter.events == [DISCONNECTED]
@@ -179,7 +179,7 @@ def test_an_abandoned_call_is_cancelled_at_the_app(where):
     agent = agent_side(bridges, where)
     waiter = call(network, agent)
     (sent,) = texts(link)
-    agent.abandon(waiter)
+    agent.abandon(waiter, NOW)
     network.pump()
     assert texts(link) == [{"type": "cancel", "id": sent["id"]}]
     assert len(bridges[0].calls) == 0 and len(agent.calls) == 0
@@ -196,7 +196,7 @@ def test_tool_changes_reach_streams(where):
     register(channel, tool("one"), tool("two"))
     network.pump()
     agent.on_timer(NOW)
-    channel.close(1000, "bye")
+    channel.close(1000, "bye", NOW)
     channel.on_close(1000, "bye")
     network.pump()
     agent.on_timer(NOW)
@@ -236,7 +236,7 @@ def test_a_silent_instance_is_gone_within_the_documented_time():
     now = NOW
     while now < NOW + DEAD_AFTER + BEAT_EVERY:  # b beats, a has died: nothing from it
         now += 0.25
-        b.directory.on_timer(now)
+        b.router.on_timer(now)
         network.queue.clear()
         if waiter.events:
             break
@@ -249,12 +249,12 @@ def test_bus_down_makes_remote_apps_offline_and_bus_up_heals():
     online(network, a, "app-1", "echo")
     waiter = call(network, b)
     network.up = False
-    b.directory.bus_down()
+    b.router.bus_down(NOW)
     assert waiter.events == [DISCONNECTED] and "app-1" not in b.apps
     network.up = True
-    b.directory.bus_up(NOW)
+    b.router.bus_up(NOW)
     network.pump()
-    a.directory.on_timer(NOW + 1)
+    a.router.on_timer(NOW + 1)
     network.pump()
     assert list(b.apps["app-1"].toolset.tools) == ["echo"]
 
@@ -268,7 +268,7 @@ def test_subject_tokens_are_distinct_and_plain():
 
 def test_a_single_process_has_no_directory():
     bridge = make_bridge()
-    assert bridge.directory is None
+    assert bridge.router is LOCAL
     channel, _ = connect(bridge, "app-1")
     assert bridge.apps["app-1"] is channel
 
@@ -278,9 +278,9 @@ def test_calls_from_a_silent_instance_are_cancelled_at_the_app():
     channel, link = online(network, a, "app-1", "echo")
     call(network, b)
     (sent,) = texts(link)
-    a.directory.on_timer(NOW + DEAD_AFTER + 0.5)  # nothing from b meanwhile
+    a.router.on_timer(NOW + DEAD_AFTER + 0.5)  # nothing from b meanwhile
     assert texts(link) == [{"type": "cancel", "id": sent["id"]}]
-    assert not a.directory.forwarded and len(a.calls) == 0
+    assert not a.router.forwarded and len(a.calls) == 0
 
 
 def test_after_a_bus_blip_an_app_that_left_meanwhile_is_gone_everywhere():
@@ -288,13 +288,13 @@ def test_after_a_bus_blip_an_app_that_left_meanwhile_is_gone_everywhere():
     network, (a, b) = cluster()
     channel, link = online(network, a, "app-1", "echo")
     waiter = call(network, b)  # forwarded to a, which drops it when its bus goes
-    a.directory.bus_down()
+    a.router.bus_down(NOW)
     network.up = False
-    channel.close(1000, "bye")
+    channel.close(1000, "bye", NOW)
     channel.on_close(1000, "bye")
     assert "app-1" in b.apps  # b has not noticed anything yet
     network.up = True
-    a.directory.bus_up(NOW + 1)
+    a.router.bus_up(NOW + 1)
     network.pump(NOW + 1)
     assert "app-1" not in b.apps
     assert waiter.events == [DISCONNECTED]  # at once, not at the call timeout
@@ -305,10 +305,10 @@ def test_an_instance_taken_as_gone_comes_back_with_its_apps():
     network, (a, b) = cluster()
     online(network, b, "app-1", "echo")
     assert "app-1" in a.apps
-    a.directory.on_timer(NOW + DEAD_AFTER + 1)
+    a.router.on_timer(NOW + DEAD_AFTER + 1)
     network.pump()
     assert "app-1" not in a.apps
-    b.directory.on_timer(NOW + DEAD_AFTER + 1)  # its heartbeat
+    b.router.on_timer(NOW + DEAD_AFTER + 1)  # its heartbeat
     network.pump()
     assert list(a.apps["app-1"].toolset.tools) == ["echo"]
 
@@ -321,7 +321,7 @@ def test_an_instance_joining_after_another_keeps_the_calls_to_its_apps_at_the_ot
     for name in ("c", "h"):
         bridge = make_bridge(**QUIET)
         bus = MemoryBus(network)
-        bus.directory = Directory(bridge, bus, name)
+        bus.directory = bridge.router = Directory(bridge, bus, name)
         network.join(bus.directory)
         bus.directory.bus_up(NOW)
         network.pump()  # c's SYNC is heard by no one: h is not there yet
@@ -330,7 +330,7 @@ def test_an_instance_joining_after_another_keeps_the_calls_to_its_apps_at_the_ot
     channel, link = online(network, h, "app-1", "echo")
     waiter = call(network, c)
     (sent,) = texts(link)
-    c.directory.on_timer(NOW + BEAT_EVERY)  # c's heartbeat reaches h, which never heard of c
+    c.router.on_timer(NOW + BEAT_EVERY)  # c's heartbeat reaches h, which never heard of c
     network.pump(NOW + BEAT_EVERY)
     assert waiter.events == [] and type(c.apps["app-1"]) is RemoteApp
     send(channel, {"type": "result", "id": sent["id"], "result": {"content": []}})
@@ -351,7 +351,7 @@ def newcomer(network):
     """A bridge joining the cluster; the others' answers to its SYNC are still on the way to it."""
     bridge = make_bridge(**QUIET)
     bus = MemoryBus(network)
-    bus.directory = Directory(bridge, bus, "i9")
+    bus.directory = bridge.router = Directory(bridge, bus, "i9")
     network.join(bus.directory)
     bus.directory.bus_up(NOW)
     network.pump_holding(bus.directory.instance_subject("i9"))
@@ -378,12 +378,12 @@ def test_a_state_delivered_after_its_gone_does_not_bring_the_app_back():
     network, (a, b) = cluster()
     channel, link = online(network, a, "app-1", "one")
     c = newcomer(network)
-    channel.close(1000, "bye")
+    channel.close(1000, "bye", NOW)
     channel.on_close(1000, "bye")  # GONE on the app's subject, after the STATE for c
     reversed_delivery(network)
     assert "app-1" not in c.apps and "app-1" not in b.apps
-    c.directory.on_timer(NOW + DEAD_AFTER + 1)  # the GONE is forgotten in time
-    assert not c.directory.ended
+    c.router.on_timer(NOW + DEAD_AFTER + 1)  # the GONE is forgotten in time
+    assert not c.router.ended
 
 
 def test_what_an_instance_sent_before_its_sync_is_superseded_by_the_states_after_it():
@@ -393,10 +393,10 @@ def test_what_an_instance_sent_before_its_sync_is_superseded_by_the_states_after
     register(channel, tool("one"), tool("two"))  # its STATE is still on the way
     stale = list(network.queue)
     network.queue.clear()
-    a.directory.bus_down()
-    channel.close(1000, "bye")
+    a.router.bus_down(NOW)
+    channel.close(1000, "bye", NOW)
     channel.on_close(1000, "bye")  # while a's bus is down: no GONE
-    a.directory.bus_up(NOW + 1)  # SYNC: a holds nothing
+    a.router.bus_up(NOW + 1)  # SYNC: a holds nothing
     network.pump(NOW + 1)
     assert "app-1" not in b.apps
     network.queue.extend(stale)
@@ -407,14 +407,14 @@ def test_what_an_instance_sent_before_its_sync_is_superseded_by_the_states_after
 def test_an_older_sync_delivered_late_does_not_undo_a_newer_one():
     network, (a, b) = cluster()
     online(network, a, "app-1", "one")
-    a.directory.bus_down()
-    a.directory.bus_up(NOW)  # SYNC and "one": delivered late
+    a.router.bus_down(NOW)
+    a.router.bus_up(NOW)  # SYNC and "one": delivered late
     stale = list(network.queue)
     network.queue.clear()
     channel = a.apps["app-1"]
     register(channel, tool("one"), tool("two"))
-    a.directory.bus_down()
-    a.directory.bus_up(NOW)  # SYNC and "one, two": delivered first
+    a.router.bus_down(NOW)
+    a.router.bus_up(NOW)  # SYNC and "one, two": delivered first
     network.pump()
     network.queue.extend(stale)
     network.pump()
@@ -432,29 +432,29 @@ def test_past_the_bound_a_remote_app_is_known_without_its_tools_until_there_is_r
     assert [list(b.apps[i].toolset.tools) for i in ("app-1", "app-2")] == [["one"], ["two"]]
     over = b.apps["app-3"]
     assert type(over) is RemoteApp and over.toolset is None and over.over_bound
-    assert (b.directory.kept, b.directory.not_kept) == (2, 1)
-    assert a.directory.kept == 0 and all(a.apps[i].toolset is not None for i in ("app-1", "app-2", "app-3"))
+    assert (b.router.kept, b.router.not_kept) == (2, 1)
+    assert a.router.kept == 0 and all(a.apps[i].toolset is not None for i in ("app-1", "app-2", "app-3"))
     register(third, tool("three"), tool("four"))  # still no room
     network.pump()
-    assert b.apps["app-3"].toolset is None and b.directory.not_kept == 1
-    first.close(1000, "bye")
+    assert b.apps["app-3"].toolset is None and b.router.not_kept == 1
+    first.close(1000, "bye", NOW)
     first.on_close(1000, "bye")
     network.pump()
-    assert "app-1" not in b.apps and b.directory.kept == 1
+    assert "app-1" not in b.apps and b.router.kept == 1
     register(third, tool("three"))  # its next state finds room
     network.pump()
     assert list(b.apps["app-3"].toolset.tools) == ["three"] and not b.apps["app-3"].over_bound
-    assert b.directory.kept == 2
+    assert b.router.kept == 2
 
 
 def test_a_replaced_or_forgotten_remote_app_frees_its_place():
     network, (a, b) = cluster(max_remote_apps=1)
     online(network, a, "app-1", "one")
-    assert b.directory.kept == 1
+    assert b.router.kept == 1
     online(network, a, "app-1", "two")  # a newer connection for the ID: its RemoteApp replaces the old
-    assert list(b.apps["app-1"].toolset.tools) == ["two"] and b.directory.kept == 1
-    b.directory.bus_down()
-    assert b.directory.kept == 0 and "app-1" not in b.apps
+    assert list(b.apps["app-1"].toolset.tools) == ["two"] and b.router.kept == 1
+    b.router.bus_down(NOW)
+    assert b.router.kept == 0 and "app-1" not in b.apps
 
 
 # -- docs/operations.md, Metrics: which calls count as forwarded -----------------------------------
@@ -514,7 +514,7 @@ def intercepted_call():
 def test_a_call_the_bus_cannot_carry_is_a_forwarded_call_too_large():
     """The bus refuses a call under 4 MiB for its size (a NATS max_payload below it): a forwarded call's outcome."""
     _, b, waiter, subject, message = intercepted_call()
-    b.directory.undeliverable(subject, tuple(message), 10)
+    b.router.undeliverable(subject, tuple(message), 10, NOW)
     assert waiter.events == [("error", outcomes.too_large_between_instances(10))]
     assert b.counters.forwarded[TOO_LARGE] == 1 and sum(b.counters.forwarded) == 1
     assert b.counters.outcomes()[TOO_LARGE] == 1
@@ -538,18 +538,18 @@ def test_past_the_bound_a_warning_is_logged_at_most_once_a_minute(captured_log):
     )
     app_online_at("app-1", NOW)  # kept
     assert warnings() == []
-    elapse(network, (a, b), NOW + 1)
+    elapse(network, (a, b), NOW, NOW + 1)
     app_online_at("app-2", NOW + 1)
     assert warnings() == [line]
-    elapse(network, (a, b), NOW + 60.5)
+    elapse(network, (a, b), NOW + 1, NOW + 60.5)
     app_online_at("app-3", NOW + 60.5)  # within the minute of the first line: counted, not logged
-    assert warnings() == [line] and b.directory.not_kept == 2
-    elapse(network, (a, b), NOW + 61)
+    assert warnings() == [line] and b.router.not_kept == 2
+    elapse(network, (a, b), NOW + 60.5, NOW + 61)
     app_online_at("app-4", NOW + 61)  # a minute after it
-    assert warnings() == [line, line] and b.directory.not_kept == 3
-    elapse(network, (a, b), NOW + 120)
+    assert warnings() == [line, line] and b.router.not_kept == 3
+    elapse(network, (a, b), NOW + 61, NOW + 120)
     app_online_at("app-5", NOW + 120)
-    assert warnings() == [line, line] and b.directory.not_kept == 4
+    assert warnings() == [line, line] and b.router.not_kept == 4
 
 
 # -- docs/scaling.md, Upgrades: other releases' layouts, another wire version ---------------------------
@@ -559,23 +559,23 @@ TOOLS = b'[{"name":"one","inputSchema":{"type":"object"}}]'
 
 def test_fields_a_newer_release_added_at_the_end_are_ignored_and_so_are_unknown_kinds():
     network, (a,) = cluster(1)
-    a.directory.receive([7, "new", 1, WIRE_VERSION, False, "later"], NOW)
-    a.directory.receive([1, "app-1", 1, "new", TOOLS, None, 2, {"later": True}], NOW)
-    a.directory.receive([6, "new", WIRE_VERSION, "later"], NOW)
-    a.directory.receive([99, "a kind of a later release"], NOW)
-    assert list(a.apps["app-1"].toolset.tools) == ["one"] and "new" in a.directory.peers
-    a.directory.receive([2, "app-1", 1, "new", 3, "later"], NOW)  # GONE
+    a.router.receive([7, "new", 1, WIRE_VERSION, False, "later"], NOW)
+    a.router.receive([1, "app-1", 1, "new", TOOLS, None, 2, {"later": True}], NOW)
+    a.router.receive([6, "new", WIRE_VERSION, "later"], NOW)
+    a.router.receive([99, "a kind of a later release"], NOW)
+    assert list(a.apps["app-1"].toolset.tools) == ["one"] and "new" in a.router.peers
+    a.router.receive([2, "app-1", 1, "new", 3, "later"], NOW)  # GONE
     assert "app-1" not in a.apps
-    assert a.directory.dropped["malformed"] == 0
+    assert a.router.dropped["malformed"] == 0
 
 
-def elapse(network, bridges, until, step=0.25):
-    """Run the bridges' directory timers every `step` seconds up to `until`, the bus delivering between."""
-    now = max(bridge.directory.now for bridge in bridges)
+def elapse(network, bridges, since, until, step=0.25):
+    """Run the bridges' directory timers every `step` seconds from `since` up to `until`, the bus delivering between."""
+    now = since
     while now < until:
         now = min(now + step, until)
         for bridge in bridges:
-            bridge.directory.on_timer(now)
+            bridge.router.on_timer(now)
         network.pump(now)
 
 
@@ -600,9 +600,9 @@ def test_a_malformed_message_is_dropped_counted_and_changes_nothing(captured_log
     stream = captured_log("text")
     network, (a, b) = cluster()
     channel, link = online(network, a, "app-1", "echo")
-    a.directory.receive(message, NOW)
-    assert a.directory.dropped["malformed"] == 1
-    assert a.apps["app-1"] is channel and set(a.directory.peers) == {"i1"} and a.directory.clock < 2**62
+    a.router.receive(message, NOW)
+    assert a.router.dropped["malformed"] == 1
+    assert a.apps["app-1"] is channel and set(a.router.peers) == {"i1"} and a.router.clock < 2**62
     (line,) = [line for line in stream.getvalue().splitlines() if "cluster:" in line]
     assert "cluster: dropped a bus message (malformed: " in line
     waiter = call(network, b)  # the cluster goes on
@@ -616,16 +616,16 @@ def test_dropped_messages_are_logged_once_a_minute_per_reason(captured_log):
     stream = captured_log("text")
     network, (a,) = cluster(1)
     for offset in (0, 1, 59):
-        a.directory.receive([1, "app-1"], NOW + offset)
-    a.directory.dropped_message("forged", NOW + 1)  # another reason: its own line
-    a.directory.receive([2, "app-1"], NOW + 60)
+        a.router.receive([1, "app-1"], NOW + offset)
+    a.router.dropped_message("forged", NOW + 1)  # another reason: its own line
+    a.router.receive([2, "app-1"], NOW + 60)
     lines = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines() if "dropped a bus" in line]
     assert [line.split("(", 1)[1].split(":")[0].split(")")[0] for line in lines] == [
         "malformed",
         "forged",
         "malformed",
     ]
-    assert a.directory.dropped["malformed"] == 4 and a.directory.dropped["forged"] == 1
+    assert a.router.dropped["malformed"] == 4 and a.router.dropped["forged"] == 1
 
 
 @pytest.mark.parametrize("announce", ["beat", "sync"])
@@ -634,25 +634,25 @@ def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(capture
     network, (a, b) = cluster()
     channel, link = online(network, a, "app-1", "echo")
     future = WIRE_VERSION + 1
-    a.directory.receive([6, "future", future] if announce == "beat" else [7, "future", 1, future, True], NOW)
+    a.router.receive([6, "future", future] if announce == "beat" else [7, "future", 1, future, True], NOW)
     tools = b'[{"name":"two","inputSchema":{"type":"object"}}]'
     # Its claim on app-1, with a higher epoch: applied, it would close a's app with 4409.
-    a.directory.receive([1, "app-1", 2**61, "future", tools, None, 2], NOW)
-    a.directory.receive([1, "app-2", 1, "future", tools, None, 3], NOW)
-    a.directory.receive([6, "future", future], NOW + 0.5)
-    a.directory.receive(
+    a.router.receive([1, "app-1", 2**61, "future", tools, None, 2], NOW)
+    a.router.receive([1, "app-2", 1, "future", tools, None, 3], NOW)
+    a.router.receive([6, "future", future], NOW + 0.5)
+    a.router.receive(
         [
             3,
             "future",
             "app-1",
-            a.directory.local["app-1"][1],
+            a.router.local["app-1"][1],
             b'{"type":"call","id":"1","name":"echo","arguments":{}}',
             60_000,
             0,
         ],
         NOW,
     )
-    a.directory.receive([8, "app-1", b"1", None, "future"], NOW)
+    a.router.receive([8, "app-1", b"1", None, "future"], NOW)
     lines = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines() if "cluster:" in line]
     assert lines == [
         f"warn cluster: instance future speaks cluster wire version {future}, this one {WIRE_VERSION}: it is "
@@ -660,8 +660,8 @@ def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(capture
         "(docs/scaling.md, Upgrades)"
     ]
     assert link.close() is None and a.apps["app-1"] is channel and "app-2" not in a.apps
-    assert texts(link) == [] and not a.directory.forwarded
-    assert "future" not in a.directory.peers and a.directory.incompatible == {"future": future}
+    assert texts(link) == [] and not a.router.forwarded
+    assert "future" not in a.router.peers and a.router.incompatible == {"future": future}
     network.pump()
     assert list(b.apps["app-1"].toolset.tools) == ["echo"]  # a goes on with the instances of its version
 
@@ -669,13 +669,13 @@ def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(capture
 def test_every_message_sent_announces_this_wire_version_where_it_is_read():
     network, (a,) = cluster(1)
     sent = []
-    a.directory.bus = type("Bus", (), {"send": lambda self, subject, message: sent.append(message)})()
-    a.directory.bus_down()
-    a.directory.bus_up(NOW)
-    a.directory.on_timer(NOW + BEAT_EVERY)
-    a.directory.cancel_legacy("app-1", b"7", None)
+    a.router.bus = type("Bus", (), {"send": lambda self, subject, message: sent.append(message)})()
+    a.router.bus_down(NOW)
+    a.router.bus_up(NOW)
+    a.router.on_timer(NOW + BEAT_EVERY)
+    a.router.cancel_elsewhere("app-1", b"7", None)
     assert [m for m in sent if m[0] in (6, 7, 8)] == [
-        (7, "i0", a.directory.seq, WIRE_VERSION, True),
+        (7, "i0", a.router.seq, WIRE_VERSION, True),
         (6, "i0", WIRE_VERSION),
         (8, "app-1", b"7", None, "i0"),
     ]
@@ -689,15 +689,15 @@ def test_a_restarted_instance_s_new_connection_wins_over_its_previous_life_s(cap
     the app reconnecting to it holds the ID everywhere, before the old a is taken as gone."""
     network, (a, b) = cluster()
     # b started after a, and the Lamport clock carries its higher floor to a's connections.
-    b.directory.clock = epoch_floor(NOW + 5)
+    b.router.clock = epoch_floor(NOW + 5)
     online(network, b, "app-0", "echo")
     online(network, a, "app-1", "echo")
     old = b.apps["app-1"]
     assert type(old) is RemoteApp and old.epoch > epoch_floor(NOW + 5)
-    network.directories.remove(a.directory)  # killed: silent, no GONE
+    network.directories.remove(a.router)  # killed: silent, no GONE
     bridge = make_bridge(**QUIET)
     bus = MemoryBus(network)
-    bus.directory = Directory(bridge, bus, "i2", first_epoch=epoch_floor(NOW + 6))
+    bus.directory = bridge.router = Directory(bridge, bus, "i2", first_epoch=epoch_floor(NOW + 6))
     network.join(bus.directory)
     bus.directory.bus_up(NOW + 0.1)
     network.pump(NOW + 0.1)
@@ -728,7 +728,7 @@ def stalled_with_a_call_on_the_way():
     now = NOW
     while not waiter.events:  # b runs on and hears nothing from a
         now += 0.25
-        b.directory.on_timer(now)
+        b.router.on_timer(now)
         held += network.queue
         network.queue.clear()
     assert waiter.events == [DISCONNECTED]
@@ -741,10 +741,10 @@ def test_a_call_failed_while_its_app_s_instance_stalled_never_reaches_the_app(ca
     resumed = now + 2.0
     network.queue[:0] = held  # a resumes and reads its backlog first
     network.pump(resumed)
-    assert texts(link) == [] and not a.directory.forwarded and len(a.calls) == 0
-    assert a.directory.restarts == 1
+    assert texts(link) == [] and not a.router.forwarded and len(a.calls) == 0
+    assert a.router.restarts == 1
     assert any("sent no heartbeat for" in line for line in stream.getvalue().splitlines())
-    elapse(network, (a, b), resumed + 2)  # the two start over: calls cross again
+    elapse(network, (a, b), resumed, resumed + 2)  # the two start over: calls cross again
     waiter = call(network, b, now=resumed + 2)
     (sent,) = texts(link)
     send(channel, {"type": "result", "id": sent["id"], "result": {"content": []}})
@@ -757,8 +757,8 @@ def test_a_call_already_running_when_its_instance_stalled_is_cancelled_at_the_ap
     channel, link = online(network, a, "app-1", "echo")
     waiter = call(network, b)
     (sent,) = texts(link)
-    a.directory.on_timer(NOW + STALLED_AFTER)  # a's timer runs again after a stall
-    assert texts(link) == [{"type": "cancel", "id": sent["id"]}] and not a.directory.forwarded
+    a.router.on_timer(NOW + STALLED_AFTER)  # a's timer runs again after a stall
+    assert texts(link) == [{"type": "cancel", "id": sent["id"]}] and not a.router.forwarded
     network.pump(NOW + STALLED_AFTER)  # a's SYNC: b fails its call at once
     assert waiter.events == [DISCONNECTED]
 
@@ -768,9 +768,9 @@ def test_a_stall_shorter_than_stalled_after_keeps_the_calls():
     channel, link = online(network, a, "app-1", "echo")
     waiter = call(network, b)
     (sent,) = texts(link)
-    a.directory.on_timer(NOW + STALLED_AFTER - 0.01)
+    a.router.on_timer(NOW + STALLED_AFTER - 0.01)
     network.pump(NOW + STALLED_AFTER - 0.01)
-    assert texts(link) == [] and a.directory.restarts == 0
+    assert texts(link) == [] and a.router.restarts == 0
     send(channel, {"type": "result", "id": sent["id"], "result": {"content": []}})
     network.pump(NOW + STALLED_AFTER - 0.01)
     assert waiter.events == [("result", b'{"content":[]}', False)]
@@ -789,7 +789,7 @@ def test_calls_held_back_past_a_peer_taken_as_gone_are_refused_when_the_bus_deli
     while now < NOW + DEAD_AFTER + 1:  # both loops run; the bus carries nothing
         now += 0.25
         for bridge in (a, b):
-            bridge.directory.on_timer(now)
+            bridge.router.on_timer(now)
         held += network.queue
         network.queue.clear()
     assert waiter.events == [DISCONNECTED]
@@ -808,9 +808,9 @@ def test_a_call_that_arrives_past_its_timeout_is_dropped():
     network.queue.clear()
     (message,) = msgspec.msgpack.decode(payload)
     assert message[5] == 5000
-    a.directory.receive(message, NOW, age=5.0)  # held back 5 s on the way
+    a.router.receive(message, NOW, age=5.0)  # held back 5 s on the way
     assert texts(link) == [] and len(a.calls) == 0
-    a.directory.receive(message, NOW, age=4.9)
+    a.router.receive(message, NOW, age=4.9)
     assert [m["type"] for m in texts(link)] == ["call"]
 
 
@@ -819,21 +819,19 @@ def test_answers_to_syncs_are_sent_at_most_once_a_second_per_instance():
     for index in range(3):
         online(network, a, f"app-{index}", "echo")
     sent = []
-    a.directory.bus = type(
-        "Bus", (), {"send": lambda self, subject, message: sent.append((subject, message))}
-    )()
+    a.router.bus = type("Bus", (), {"send": lambda self, subject, message: sent.append((subject, message))})()
     for seq in range(1, 101):  # a hundred SYNCs asking for an answer within a second
-        a.directory.receive([7, "x", seq, WIRE_VERSION, True], NOW + seq / 1000)
+        a.router.receive([7, "x", seq, WIRE_VERSION, True], NOW + seq / 1000)
 
     def answers():
-        return [m[0] for subject, m in sent if subject == a.directory.instance_subject("x")]
+        return [m[0] for subject, m in sent if subject == a.router.instance_subject("x")]
 
     assert answers() == [7, 1, 1, 1]  # one answer: a SYNC and the three states
-    a.directory.on_timer(NOW + 0.5)
+    a.router.on_timer(NOW + 0.5)
     assert answers() == [7, 1, 1, 1]
-    a.directory.on_timer(NOW + 1.001)  # the answer owed, once
+    a.router.on_timer(NOW + 1.001)  # the answer owed, once
     assert answers() == [7, 1, 1, 1] * 2
-    a.directory.on_timer(NOW + 2.5)
+    a.router.on_timer(NOW + 2.5)
     assert answers() == [7, 1, 1, 1] * 2
 
 
@@ -847,10 +845,10 @@ def test_an_instance_is_taken_as_gone_two_to_three_and_a_quarter_seconds_after_i
     while "app-1" in b.apps and now < killed + 10:
         now = round(now + 0.25, 6)
         if now < killed:
-            a.directory.on_timer(now)
-        elif a.directory in network.directories:
-            network.directories.remove(a.directory)  # SIGKILL: a says and hears nothing more
-        b.directory.on_timer(now)
+            a.router.on_timer(now)
+        elif a.router in network.directories:
+            network.directories.remove(a.router)  # SIGKILL: a says and hears nothing more
+        b.router.on_timer(now)
         network.pump(now)
     assert 2.0 <= now - killed <= 3.25
 
@@ -859,21 +857,21 @@ def test_an_app_that_lost_to_a_connection_of_a_dead_instance_takes_over_when_it_
     """A restarted instance's clock behind the dead one's (its host's clock is behind): its app is
     first older than the dead connection everywhere, then holds the ID once that instance is gone."""
     network, (a, b) = cluster()
-    a.directory.clock = epoch_floor(NOW + 60)  # a runs a minute ahead
+    a.router.clock = epoch_floor(NOW + 60)  # a runs a minute ahead
     online(network, a, "app-1", "echo")
-    network.directories.remove(a.directory)  # killed: silent, no GONE
+    network.directories.remove(a.router)  # killed: silent, no GONE
     bridge = make_bridge(**QUIET)
     bus = MemoryBus(network)
-    bus.directory = Directory(bridge, bus, "i2", first_epoch=epoch_floor(NOW + 1))
+    bus.directory = bridge.router = Directory(bridge, bus, "i2", first_epoch=epoch_floor(NOW + 1))
     network.join(bus.directory)
     bus.directory.bus_up(NOW)
     network.pump(NOW)
     channel, link = online(network, bridge, "app-1", "echo")
     assert b.apps["app-1"].instance == "i0"  # older than the dead connection: kept aside
-    assert b.directory.runners_up["app-1"][1] == "i2"
-    elapse(network, (b, bridge), NOW + DEAD_AFTER + 0.5)
+    assert b.router.runners_up["app-1"][1] == "i2"
+    elapse(network, (b, bridge), NOW, NOW + DEAD_AFTER + 0.5)
     app = b.apps["app-1"]
-    assert type(app) is RemoteApp and app.instance == "i2" and not b.directory.runners_up
+    assert type(app) is RemoteApp and app.instance == "i2" and not b.router.runners_up
     assert link.close() is None
     waiter = call(network, b, now=NOW + DEAD_AFTER + 0.5)
     (sent,) = texts(link)
@@ -886,12 +884,12 @@ def test_a_connection_replaced_by_a_newer_one_elsewhere_is_no_runner_up():
     """a and c take app-1 at once, a's epoch higher: c closes its connection with 4409 and says so,
     so that b, which kept it aside, does not bring it back when a dies."""
     network, (a, b, c) = cluster(3)
-    a.directory.clock = epoch_floor(NOW + 60)
+    a.router.clock = epoch_floor(NOW + 60)
     connect(a, "app-1")
     c_channel, c_link = connect(c, "app-1")
     network.pump()
     assert c_link.close()[0] == 4409
-    assert not b.directory.runners_up and b.apps["app-1"].instance == "i0"
-    network.directories.remove(a.directory)  # a dies
-    elapse(network, (b, c), NOW + DEAD_AFTER + 0.5)
+    assert not b.router.runners_up and b.apps["app-1"].instance == "i0"
+    network.directories.remove(a.router)  # a dies
+    elapse(network, (b, c), NOW, NOW + DEAD_AFTER + 0.5)
     assert "app-1" not in b.apps and "app-1" not in c.apps

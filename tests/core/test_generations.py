@@ -285,7 +285,7 @@ def test_a_raised_client_generation_closes_the_connected_app_with_4401():
     bob, bob_link = connect(bridge, "bob")
     register(alice, tool("a"))
     changed = generations.replace([("client", "alice", 1), ("agent", "bob", 1)])
-    assert close_revoked_apps(bridge.apps, changed) == ["alice"]
+    assert close_revoked_apps(bridge.apps, changed, NOW) == ["alice"]
     assert alice_link.close() == (4401, REVOKED_REASON)
     assert bob_link.close() is None  # bob's agent generation changed, not his app's
     assert "alice" not in bridge.apps and "bob" in bridge.apps
@@ -298,5 +298,5 @@ def test_an_unchanged_table_closes_nothing():
     generations = Generations([("client", "alice", 1)])
     bridge = bridge_with(generations)
     _, link = connect(bridge, None, offered=mint(SECRET, "client", "alice", 3600, NOW, gen=1))
-    assert close_revoked_apps(bridge.apps, generations.replace([("client", "alice", 1)])) == []
+    assert close_revoked_apps(bridge.apps, generations.replace([("client", "alice", 1)]), NOW) == []
     assert link.close() is None

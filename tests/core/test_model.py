@@ -111,12 +111,12 @@ class AgentExchange(Exchange):
         self.on_abandon = None
         self._record(("end",))
 
-    def hang_up(self) -> None:
+    def hang_up(self, now: float) -> None:
         """The agent goes away: the net layer calls whatever the core left in `on_abandon`."""
         abandon, self.on_abandon = self.on_abandon, None
         self.hung_up = True
         if abandon is not None:
-            abandon()
+            abandon(now)
 
 
 def sse_data(chunk: bytes) -> dict:
@@ -482,7 +482,7 @@ class BridgeMachine(RuleBasedStateMachine):
         if how == "transport lost":
             self._transport_ends(conn)
         elif how == "stops reading":
-            conn.channel.overflowed()
+            conn.channel.overflowed(self.now)
             self._ends(conn, 4429)
         else:
             self._send(conn, GOING_AWAY[how])
@@ -498,7 +498,7 @@ class BridgeMachine(RuleBasedStateMachine):
         self._transport_ends(conn)
 
     def _transport_ends(self, conn: Conn) -> None:
-        conn.channel.connection_lost()
+        conn.channel.connection_lost(self.now)
         conn.gone = True
         self._ends(conn, None)
 
@@ -584,7 +584,7 @@ class BridgeMachine(RuleBasedStateMachine):
     def agent_hangs_up(self, data):
         """The agent's connection closes before the answer: the app gets `cancel`, the agent nothing more."""
         call = self.model.calls[data.draw(st.sampled_from([c.key for c in self.model.in_flight()]))]
-        call.exchange.hang_up()
+        call.exchange.hang_up(self.now)
         call.conn.expected.append(("cancel", call.call_id))
         call.in_flight = False
         call.hung_up = True
@@ -618,7 +618,7 @@ class BridgeMachine(RuleBasedStateMachine):
         listener = self.model.listeners[
             data.draw(st.sampled_from([s.key for s in self.model.open_listeners()]))
         ]
-        listener.exchange.hang_up()
+        listener.exchange.hang_up(self.now)
         listener.open = False
 
     # -- time -------------------------------------------------------------------------------
@@ -718,7 +718,7 @@ class BridgeMachine(RuleBasedStateMachine):
         for call in self.model.calls.values():
             assert call.expected is not None or call.hung_up, call
         for listener in self.model.open_listeners():
-            listener.exchange.hang_up()
+            listener.exchange.hang_up(self.now)
             listener.open = False
         for key in self.model.live():
             self._transport_ends(self.model.conns[key])

@@ -42,10 +42,10 @@ class HeadersExchange(Exchange):
     def start_stream(self, headers) -> None:
         raise AssertionError("these requests accept JSON only")
 
-    def hang_up(self) -> None:
+    def hang_up(self, now: float = NOW) -> None:
         abandon, self.on_abandon = self.on_abandon, None
         if abandon is not None:
-            abandon()
+            abandon(now)
 
 
 def agent_token(client_id: str = "app-1", tools=None, ttl: float = 3600) -> str:
@@ -214,7 +214,7 @@ def test_an_unscoped_token_sees_every_tool_as_before():
 def test_a_scoped_list_of_an_offline_app_is_empty_and_one_matching_nothing_too():
     endpoint, channel, _ = online("a")
     assert listed(endpoint, agent_token(tools=["zz*"])) == (200, [])
-    channel.connection_lost()
+    channel.connection_lost(NOW)
     assert listed(endpoint, agent_token(tools=["a"])) == (200, [])
 
 
@@ -383,7 +383,7 @@ def test_the_slot_frees_when_the_call_times_out():
 
 def test_the_slot_frees_when_the_app_is_lost():
     endpoint, channel, link, token, exchange = _saturated()
-    channel.connection_lost()
+    channel.connection_lost(NOW)
     text = json.loads(exchange.answers[0][2])["result"]["content"][0]["text"]
     assert text == outcomes.DISCONNECTED
     channel2, _ = connect(endpoint.bridge, "app-1")

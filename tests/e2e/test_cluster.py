@@ -674,7 +674,7 @@ def test_a_turns_messages_are_split_to_fit_the_payload_limit():
         def __init__(self) -> None:
             self.refused: list[tuple] = []
 
-        def undeliverable(self, subject: str, message: tuple, limit: int) -> None:
+        def undeliverable(self, subject: str, message: tuple, limit: int, now: float) -> None:
             self.refused.append(message)
 
     bus = NatsCluster.__new__(NatsCluster)
@@ -682,7 +682,7 @@ def test_a_turns_messages_are_split_to_fit_the_payload_limit():
     messages = [(4, "x", str(n), b"r" * 300, False) for n in range(10)] + [
         (4, "x", "big", b"r" * 5000, False)
     ]
-    payloads = bus._payloads("s", messages, 1000)
+    payloads = bus._payloads("s", messages, 1000, 0.0)
     decoded = [msgspec.msgpack.decode(p) for p in payloads]
     assert all(len(p) <= 1005 for p in payloads) and len(payloads) == 4
     assert [m[2] for batch in decoded for m in batch] == [str(n) for n in range(10)]

@@ -64,7 +64,7 @@ class ScriptedInstance:
         bridge = Bridge(
             Limits(), TokenVerifier([b"a secret no token of these tests carries"]), lambda when: None
         )
-        self.directory = Directory(bridge, self, name)
+        self.directory = bridge.router = Directory(bridge, self, name)
         self.auth = BusAuth((SECRET,), SECRET, name)  # an instance holds the cluster's secret
         self.held: list[tuple[str, tuple]] = []
 
@@ -147,14 +147,16 @@ async def test_out_of_order_states_gone_and_sync_on_nats_leave_the_newest_state(
         # A newer tool set, then the older one delivered late on the same subscription: the
         # older is dropped (a STATE older than the last applied for its connection).
         app = ScriptedApp("app-1", "one")
-        directory.attached(app)
+        directory.attached(app, time.monotonic())
         (older,) = peer.take()
         app.declare("one", "two")
         directory.registered(app)
         (newer,) = peer.take()
         assert older[1][0] == newer[1][0] == STATE and older[1][6] < newer[1][6]
         marker = ScriptedApp("marker-1", "m")
-        directory.attached(marker)  # on the app subjects' subscription too: applied after `older`
+        directory.attached(
+            marker, time.monotonic()
+        )  # on the app subjects' subscription too: applied after `older`
         await peer.publish(newer, older, *peer.take())
         await sees(bridge, "marker-1", tools=1)
         assert await tool_names(bridge, "app-1") == ["one", "two"]
@@ -165,7 +167,7 @@ async def test_out_of_order_states_gone_and_sync_on_nats_leave_the_newest_state(
         (gone_message,) = peer.take()
         await peer.publish(gone_message)
         await gone(bridge, "app-1")
-        directory.attached(ScriptedApp("marker-2", "m"))
+        directory.attached(ScriptedApp("marker-2", "m"), time.monotonic())
         late = (to_real, newer[1])
         await peer.publish(late, *[(to_real, m) for _, m in peer.take()])
         await sees(bridge, "marker-2", tools=1)
@@ -175,11 +177,11 @@ async def test_out_of_order_states_gone_and_sync_on_nats_leave_the_newest_state(
         # bus blips while app-3 leaves, so no GONE is sent; the states after the SYNC say
         # app-3 is not there.
         app3 = ScriptedApp("app-3", "one")
-        directory.attached(app3)
+        directory.attached(app3, time.monotonic())
         (stale,) = peer.take()
         await peer.publish(stale)
         await sees(bridge, "app-3", tools=1)
-        directory.bus_down()
+        directory.bus_down(time.monotonic())
         directory.detached(app3)
         directory.bus_up(time.monotonic())
         await peer.publish(*peer.take())  # SYNC, then the states of marker-1 and marker-2
@@ -208,7 +210,7 @@ async def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(
     )
     async with scripted(nats_server.url, "future0") as peer, scripted(nats_server.url, "current0") as current:
         directory = peer.directory
-        directory.attached(ScriptedApp("app-1", "one"))
+        directory.attached(ScriptedApp("app-1", "one"), time.monotonic())
         _, state = peer.take()  # its SYNC is not sent: the heartbeat comes first
         # What an instance of the next wire version would announce: the same heartbeat, another version.
         beat = (directory.beat_subject, (BEAT, "future0", WIRE_VERSION + 1))
@@ -220,9 +222,9 @@ async def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(
         await current.publish(current_sync)
         await eventually(bridge, lambda s: "current0" in s.cluster.directory.peers)
         await peer.publish(state)
-        directory.attached(ScriptedApp("app-2", "one"))
+        directory.attached(ScriptedApp("app-2", "one"), time.monotonic())
         await peer.publish(*peer.take())
-        current.directory.attached(ScriptedApp("marker", "m"))
+        current.directory.attached(ScriptedApp("marker", "m"), time.monotonic())
         await current.publish(*current.take())
         await sees(bridge, "marker", tools=1)
         assert await offline(bridge, "app-1") and await offline(bridge, "app-2")

@@ -30,6 +30,7 @@ from fakes import NOW, client_text, connect, make_bridge, register, token, tool
 from clientmcp_fast import speedups
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.http import KNOWN_INDEX, KNOWN_NAMES, REASONS, Exchange, Request
+from clientmcp_fast.core.websocket import OPEN
 
 TOKENS = {
     b"$alice": token("alice", "agent").encode(),
@@ -158,9 +159,9 @@ def TestOneInput(data: bytes) -> None:
     endpoint.handle(exchange, path_token, NOW)
     now = NOW
     if b"hangup" in mode and exchange.on_abandon is not None:
-        exchange.on_abandon()
+        exchange.on_abandon(NOW)
     elif b"gone" in mode:
-        alice.connection_lost()
+        alice.connection_lost(NOW)
     elif b"timeout" in mode:
         bridge.on_timer(now := NOW + 1.5)  # a call switches to a stream if the agent takes one
         bridge.on_timer(now := NOW + bridge.limits.call_timeout + 1)
@@ -169,10 +170,10 @@ def TestOneInput(data: bytes) -> None:
             bridge.on_timer(NOW + 1.5)
             bridge.on_timer(now := NOW + 2.5)
         _answer(alice, mode, now)
-    if b"change" in mode and alice.is_open:
+    if b"change" in mode and alice.ws.state == OPEN:
         register(alice, tool("b"), now=now)
     bridge.on_timer(now)  # the tool change is announced
-    bridge.shutdown()  # every call still in flight fails, every stream ends
+    bridge.shutdown(NOW)  # every call still in flight fails, every stream ends
     if b"hangup" in mode:
         assert exchange.answers <= 1
     else:

@@ -15,6 +15,7 @@ import orjson
 from fakes import NOW, RecordingWaiter, client_text, connect, make_bridge
 
 from clientmcp_fast.core.messages import BRIDGE_TYPES
+from clientmcp_fast.core.websocket import OPEN
 
 CLOSE_CODES = {4400, 1007}
 ARGUMENTS = b'{"q":1}'
@@ -27,11 +28,11 @@ def TestOneInput(data: bytes) -> None:
     for message in data.split(b"\n"):
         channel.receive_data(client_text(message), NOW)
         toolset = channel.toolset
-        if channel.is_open and toolset is not None and toolset.tools and len(channel.calls) < 2:
+        if channel.ws.state == OPEN and toolset is not None and toolset.tools and len(channel.calls) < 2:
             waiter = RecordingWaiter()
             waiters.append(waiter)
             bridge.start_call(channel, next(iter(toolset.tools.values())), ARGUMENTS, waiter, NOW)
-    channel.connection_lost()
+    channel.connection_lost(NOW)
     assert not bridge.apps and not len(bridge.calls) and bridge.app_connections == 0
     closed = link.close()  # every server frame parses; at most one close, of at most 125 bytes
     assert closed is None or closed[0] in CLOSE_CODES, closed

@@ -114,7 +114,7 @@ class RecordingSession:
     def congested(self, now: float) -> None:
         self.events.append("congested")
 
-    def overflowed(self) -> None:
+    def overflowed(self, now: float) -> None:
         self.events.append("overflowed")
 
 
@@ -167,7 +167,7 @@ class FeedRecorder:
     def receive_data(self, data: bytes, now: float) -> None:
         self.pieces.append(data)
 
-    def connection_lost(self) -> None: ...
+    def connection_lost(self, now: float) -> None: ...
 
 
 def reading_link() -> tuple[WebSocketProtocol, ReadingTransport, FeedRecorder, list]:
