@@ -264,7 +264,9 @@ def joined(loop: StepLoop, count: int) -> tuple[list[Server], Callable[[], None]
         server = Server(settings, loop)
         cluster = NatsCluster(server, ("nats://127.0.0.1:4222",))
         # Fixed instance IDs: the counts do not depend on random subjects' lengths and hashes.
-        cluster.instance = cluster.directory.instance = cluster.auth.sender = f"{index:012x}"
+        name = f"{index:012x}"
+        cluster.instance = cluster.directory.instance = cluster.directory.forwarding.instance = name
+        cluster.auth.sender = name
         cluster.nc = Connected()
         cluster._flush_due = True  # never scheduled: the harness publishes at the end of the turn
         server.cluster = cluster
@@ -295,7 +297,7 @@ def joined(loop: StepLoop, count: int) -> tuple[list[Server], Callable[[], None]
                         receivers = routes[id(sender), subject] = [
                             c for c in clusters if c is not sender and subscribed(c, subject)
                         ]
-                    for payload in sender._payloads(subject, messages, Connected.max_payload):
+                    for payload in sender._payloads(subject, messages, Connected.max_payload, loop.time()):
                         head, body = sender.auth.seal(subject, payload, time.time())  # as _flush does
                         for cluster in receivers:
                             cluster._deliver(subject, head + body)

@@ -217,7 +217,7 @@ def _cluster(cluster: NatsCluster, counters: Counters) -> Iterator[object]:
         "Apps held by other instances, as this instance knows them",
         len(directory.claims) - len(directory.local),
     )
-    over = sum(1 for app in list(directory.remote.values()) if app.over_bound)
+    over = sum(1 for app in list(directory.forwarding.remote.values()) if app.over_bound)
     yield _gauge(
         "clientmcp_cluster_remote_apps_without_tools",
         "Apps held by other instances whose tools this one does not keep (--max-remote-apps)",
@@ -226,7 +226,7 @@ def _cluster(cluster: NatsCluster, counters: Counters) -> Iterator[object]:
     yield _counter(
         "clientmcp_cluster_tools_not_kept",
         "Times an app held elsewhere was left without its tools here for --max-remote-apps",
-        directory.not_kept,
+        directory.forwarding.not_kept,
     )
     for name, documentation, counts in (
         (

@@ -1,16 +1,14 @@
 """The app directory: which instance of a cluster holds each client ID's app, and the calls between them.
 
-Sans-I/O like the rest of the core: a `Bus` port carries messages (tuples) to subjects and
+Sans-I/O like the rest of the core: a `Bus` port carries messages (core/wire.py) to subjects and
 the I/O side feeds what arrives to `Directory.receive`, with `now`; `on_timer(now)` sends
 heartbeats and finds instances that stopped sending them. clientmcp_fast/net/nats.py runs
 it on NATS; tests run it on an in-memory bus (docs/scaling.md).
 
 The directory is the bridge's `AppRouter` (core/apps.py): the bridge tells it of each app
-connected here, and it tells the other instances. An app held by another instance stands in
-the bridge's `apps` as a `RemoteApp`, an `App` whose `send` forwards the bridge's `call` and
-`cancel` to the instance holding it. So a tools/call, its timeout, streaming, cancellation
-and every outcome run through the same `Bridge` code as a local call, and a single process,
-whose router tells no one, is unchanged.
+connected here, and it tells the other instances. It keeps the membership of the cluster
+(who is there, who holds which client ID); the calls between instances are
+core/forwarding.py's, and the messages on the bus core/wire.py's.
 
 Replacement (ClientMCP v1 §3.1) across instances: every connection gets an epoch from a
 Lamport clock (one above every epoch this instance has seen, and above its start time, so
@@ -33,18 +31,14 @@ another as gone refuses the calls it sent before the two started over, and one t
 itself silent for STALLED_AFTER starts over by itself, so that no call its agent was told
 failed runs later. Who may send messages at all is the NATS side's check (core/bus_auth.py).
 
-Upgrades (docs/scaling.md, Upgrades): instances of one WIRE_VERSION share a cluster whatever
-their releases. A release may add fields at the end of a message: one from an older release
-lacks them and is read with defaults that keep the older behaviour, and fields added by a newer
-one are ignored, as is a kind of message this release does not know. Any other change raises
-WIRE_VERSION, which every BEAT and SYNC announces: an instance of another version is ignored,
-with one warning.
+Upgrades (docs/scaling.md, Upgrades): instances of one WIRE_VERSION (core/wire.py) share a
+cluster whatever their releases; every BEAT and SYNC announces it, and an instance of another
+version is ignored, with one warning.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
@@ -52,20 +46,22 @@ import msgspec
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent_legacy import cancel_call
 from clientmcp_fast.core.apps import AppRouter
-from clientmcp_fast.core.calls import Call
-from clientmcp_fast.core.counters import (
-    DISCONNECTED,
-    NOT_REGISTERED,
-    OUTCOMES,
-    TIMEOUT,
-    TOO_LARGE,
-    UNKNOWN_TOOL,
+from clientmcp_fast.core.counters import TOO_LARGE
+from clientmcp_fast.core.forwarding import Forwarding, RemoteApp, decode_forwarded
+from clientmcp_fast.core.wire import (
+    MAX_INTEGER,
+    WIRE_VERSION,
+    Beat,
+    Cancel,
+    Error,
+    Gone,
+    Message,
+    Result,
+    State,
+    Sync,
+    ToApp,
 )
-from clientmcp_fast.core.counters import RESULT as ANSWERED
-from clientmcp_fast.core.jsonrpc import encode_json
-from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 from clientmcp_fast.log import logger
-from clientmcp_fast.speedups import result_shape
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.apps import App
@@ -84,53 +80,10 @@ STALLED_AFTER = DEAD_AFTER - BEAT_EVERY / 2
 # goes at most this often per instance; what is asked meanwhile is sent once, when due.
 ANSWER_EVERY = 1.0
 
-# docs/scaling.md, Upgrades: raised by a change of the messages that an older release cannot
-# read (a field removed, moved or meaning something else), never by a field added at the end.
-# Version 2 signs every message (core/bus_auth.py) and never hears version 1, which did not.
-WIRE_VERSION = 2
-
-# Message kinds (the first element of every message tuple).
-STATE = 1  # (STATE, client_id, epoch, instance, tools_json | None, instructions | None, seq)
-GONE = 2  # (GONE, client_id, epoch, instance, seq)
-# (APP, from_instance, client_id, epoch, message, timeout_ms, floor): a call or cancel for the
-# app; timeout_ms is the agent's instance's call timeout, floor the sequence of the latest SYNC
-# it applied from the app's instance (docs/scaling.md, Calls that never run late).
-APP = 3
-RESULT = 4  # (RESULT, client_id, call_id, result, has_result_type)
-ERROR = 5  # (ERROR, client_id, call_id, text, outcome): outcome as in core/counters.py
-BEAT = 6  # (BEAT, instance, wire_version)
-# (SYNC, instance, seq, wire_version, answer): forget what I said before; the states that
-# follow are what I hold now; with `answer`, send me yours the same way.
-SYNC = 7
-CANCEL = 8  # (CANCEL, client_id, request_id, session | None, instance): a legacy notifications/cancelled
-
-# docs/scaling.md, Bounds: every integer on the bus is in [0, MAX_INTEGER], so that adding one
-# to an epoch never leaves MessagePack's range; an instance's ID is a short name of its own.
-MAX_INTEGER = 1 << 62
-MAX_STRING = 1024
-_INSTANCE_NAME = re.compile(r"[0-9A-Za-z_-]{1,64}")
-_NAME = "instance"  # a field naming an instance: it becomes part of a subject
-_NONE = type(None)
-# Each kind's fields after the kind, as this release sends them; a message with fewer is
-# dropped as malformed, fields after them (a later release's) are ignored (Upgrades).
-_FIELDS: dict[int, tuple] = {
-    STATE: ((str,), (int,), _NAME, (bytes, _NONE), (str, _NONE), (int,)),
-    GONE: ((str,), (int,), _NAME, (int,)),
-    APP: (_NAME, (str,), (int,), (bytes,), (int,), (int,)),
-    RESULT: ((str,), (str,), (bytes,), (bool,)),
-    ERROR: ((str,), (str,), (str,), (int,)),
-    BEAT: (_NAME, (int,)),
-    SYNC: (_NAME, (int,), (int,), (bool,)),
-    CANCEL: ((str,), (bytes,), (bytes, _NONE), _NAME),
-}
-
 # Why a bus message was dropped: the `reason` label of clientmcp_cluster_messages_dropped_total
-# (the NATS side finds the first four, the directory the last).
+# (the NATS side finds the first four, core/wire.py the last).
 DROP_REASONS = ("unsigned", "forged", "stale", "replayed", "malformed")
 MALFORMED = "malformed"
-
-# The other side checked the register against its own limit already.
-_ANY_NUMBER = 1 << 30
 
 # A connection's epoch starts above the wall-clock milliseconds of its instance's start times
 # 2**EPOCH_SHIFT, so that a restarted instance's connections are newer than its previous life's.
@@ -145,7 +98,7 @@ def epoch_floor(wall_seconds: float) -> int:
 class Bus(Protocol):
     """How the directory reaches the other instances (the NATS adapter; an in-memory one in tests)."""
 
-    def send(self, subject: str, message: tuple) -> None:
+    def send(self, subject: str, message: Message) -> None:
         """Send one message to a subject; the bus may batch what is sent in one loop turn."""
 
 
@@ -154,127 +107,8 @@ def subject_id(client_id: str) -> str:
     return client_id.encode().hex()
 
 
-class _Forwarded(msgspec.Struct, gc=False):
-    """A `call` or `cancel` the bridge wrote for a remote app, read back on the app's instance."""
-
-    type: str
-    id: str
-    name: str | msgspec.UnsetType = msgspec.UNSET
-    arguments: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-
-
-_decode_forwarded = msgspec.json.Decoder(_Forwarded).decode
-
-
-class RemoteApp:
-    """An app connected to another instance: the bridge's `App` (core/apps.py), which forwards what it is sent."""
-
-    __slots__ = (
-        "directory",
-        "client_id",
-        "instance",
-        "epoch",
-        "toolset",
-        "calls",
-        "congested_since",
-        "last_seen",
-        "seq",
-        "kept",
-        "over_bound",
-        "subject",
-    )
-
-    def __init__(self, directory: Directory, client_id: str, instance: str, epoch: int, seq: int = 0) -> None:
-        self.directory = directory
-        self.subject = directory.instance_subject(instance)  # where its calls go, made once
-        self.client_id = client_id
-        self.instance = instance
-        self.epoch = epoch
-        self.toolset: ToolSet | None = None
-        self.calls: dict[str, Call] = {}
-        self.congested_since = None  # the app's own instance answers busy
-        self.last_seen = math.inf  # its own instance closes it when idle
-        self.seq = seq  # of the latest STATE applied (docs/scaling.md, Ordering)
-        # docs/scaling.md, Apps held elsewhere: its tool set counts against the bound; or, the
-        # bound was reached, so its tools are not kept here (agents get TOOLS_NOT_KEPT).
-        self.kept = False
-        self.over_bound = False
-
-    def send(self, message: bytes) -> None:
-        """A `call` or `cancel` the bridge wrote for this app: to its instance."""
-        directory = self.directory
-        directory.bus.send(
-            self.subject,
-            (
-                APP,
-                directory.instance,
-                self.client_id,
-                self.epoch,
-                message,
-                directory.timeout_ms,
-                directory.floors.get(self.instance, 0),
-            ),
-        )
-
-    def close(self, code: int, reason: str, now: float) -> None:
-        """Replaced (or the bridge ends): its calls fail now; the connection is closed where it is."""
-        self.directory.drop_remote(self, now)
-
-    def call_ended(self, call: Call, outcome: int) -> None:
-        """A call to this app ended: counted as forwarded (docs/operations.md, Metrics)."""
-        # A call over 4 MiB is refused by the bridge before it is sent, as for a local app: it
-        # never left this instance, so it is not forwarded. The only too_large of a forwarded
-        # call is the bus's refusal, counted where its ERROR is read (`receive`).
-        if outcome != TOO_LARGE:
-            self.directory.bridge.counters.forwarded[outcome] += 1
-
-    def unregistered_text(self) -> str:
-        """The tool error while its tools are unknown here: not registered, or not kept for the bound."""
-        return outcomes.TOOLS_NOT_KEPT if self.over_bound else outcomes.NOT_REGISTERED
-
-
-class ForwardedCall(Call):
-    """A call an agent made on another instance, run here on the local app; its end goes back."""
-
-    __slots__ = ("directory", "origin", "origin_id", "client_id", "outcome")
-
-    # The agent's instance, which owns the call, writes its log line; here it is counted in
-    # the cluster's metrics only (docs/operations.md, Log events).
-    log_line = False
-
-    def __init__(self, directory: Directory, origin: str, origin_id: str, client_id: str) -> None:
-        self.init_call(False)  # the agent's instance streams, not this one
-        self.directory = directory
-        self.origin = origin
-        self.origin_id = origin_id
-        self.client_id = client_id
-        self.outcome = ANSWERED  # how it ended, set before `call_error` (`ended`)
-
-    def ended(self, outcome: int) -> None:
-        """Counted as served (docs/operations.md, Metrics); its ERROR tells the agent's instance how it ended."""
-        self.outcome = outcome
-        self.directory.bridge.counters.served[outcome] += 1
-
-    def _reply(self, message: tuple) -> None:
-        directory = self.directory
-        directory.forwarded.pop((self.origin, self.origin_id), None)
-        directory.bus.send(directory.instance_subject(self.origin), message)
-
-    def call_result(self, result: bytes, has_result_type: bool) -> None:
-        self._reply((RESULT, self.client_id, self.origin_id, bytes(result), has_result_type))
-
-    def call_error(self, text: str) -> None:
-        self._reply((ERROR, self.client_id, self.origin_id, text, self.outcome))
-
-    def call_slow(self) -> None:  # pragma: no cover - never wants a stream
-        pass
-
-    def call_tick(self) -> None:  # pragma: no cover
-        pass
-
-
 class Directory(AppRouter):
-    """This instance's view of the cluster: whose app is where, and the calls crossing instances."""
+    """This instance's view of the cluster: who is in it, and whose app is where."""
 
     def __init__(
         self, bridge: Bridge, bus: Bus, instance: str, prefix: str = "clientmcp", first_epoch: int = 0
@@ -285,17 +119,12 @@ class Directory(AppRouter):
         self.prefix = prefix
         # The Lamport clock of connection epochs, from `epoch_floor` of the start time (Replacement).
         self.clock = first_epoch
-        self.timeout_ms = int(
-            bridge.limits.call_timeout * 1000
-        )  # sent with each call (Calls that never run late)
         self.claims: dict[str, tuple[int, str]] = {}  # client ID -> (epoch, instance) holding it
         # docs/scaling.md, Replacement: per client ID, the best state of a connection elsewhere
         # that lost to the claim in use (epoch, instance, tools, instructions, seq); it takes the
         # ID if that claim ends first (its instance died, say), rather than stay unknown here.
         self.runners_up: dict[str, tuple] = {}
         self.local: dict[str, tuple[App, int]] = {}  # client ID -> (app, epoch) connected here
-        self.remote: dict[str, RemoteApp] = {}  # client ID -> the app held elsewhere the bridge has
-        self.forwarded: dict[tuple[str, str], ForwardedCall] = {}
         self.peers: dict[str, float] = {}  # instance -> when last heard from
         # Instances taken as gone for their silence, which may yet be alive (a stalled loop):
         # one heard from again must start over with us. A few bytes per instance that died.
@@ -313,13 +142,7 @@ class Directory(AppRouter):
         self._answered: dict[str, float] = {}
         self.restarts = 0  # times this instance started over after its own stall (a metric)
         self.ended: dict[str, tuple[int, str, float]] = {}  # client ID -> (epoch, instance, until)
-        # docs/scaling.md, Apps held elsewhere: how many remote apps' tool sets are kept here.
-        self.kept = 0
-        self.max_kept = bridge.limits.max_remote_apps
-        self.not_kept = 0  # times an app's tools were not kept for the bound (a metric)
-        self._warn_at = -math.inf
-        # docs/scaling.md, Upgrades: instances that announced another WIRE_VERSION (ignored), and
-        # when a message too short for any release may be logged again.
+        # docs/scaling.md, Upgrades: instances that announced another WIRE_VERSION (ignored).
         self.incompatible: dict[str, object] = {}
         # docs/scaling.md, Bounds: bus messages dropped, by reason, each reason logged once a minute.
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
@@ -327,6 +150,17 @@ class Directory(AppRouter):
         self.connected = False
         self._beat_at = -math.inf
         self._beat_sent = -math.inf
+        self.forwarding = Forwarding(bridge, bus, instance, self.floors)
+        self._handlers = {
+            ToApp: self._on_app_message,
+            Result: self._on_answer,
+            Error: self._on_answer,
+            State: self._on_state,
+            Gone: self._on_gone,
+            Cancel: self._on_cancel,
+            Beat: self._on_beat,
+            Sync: self._on_sync,
+        }
 
     # -- subjects ----------------------------------------------------------------------------
 
@@ -372,7 +206,16 @@ class Directory(AppRouter):
                 del self.claims[client_id]
             if self.connected:
                 self.seq += 1
-                self.bus.send(self.app_subject(client_id), (GONE, client_id, epoch, self.instance, self.seq))
+                self.bus.send(self.app_subject(client_id), Gone(client_id, epoch, self.instance, self.seq))
+
+    def cancel_elsewhere(self, client_id: str, request_id: bytes, session: bytes | None) -> None:
+        """A legacy notifications/cancelled that named no call waiting here: the instance holding it cancels it."""
+        if self.connected:
+            self.bus.send(self.beat_subject, Cancel(client_id, bytes(request_id), session, self.instance))
+
+    def is_remote(self, app: App) -> bool:
+        """Whether `app` is the bridge's app held by another instance."""
+        return self.forwarding.is_remote(app)
 
     def _send_state(self, subject: str, client_id: str, app: App, epoch: int) -> None:
         if not self.connected:
@@ -380,44 +223,7 @@ class Directory(AppRouter):
         toolset = app.toolset
         tools, text = (None, None) if toolset is None else (toolset.tools_json, toolset.instructions)
         self.seq += 1
-        self.bus.send(subject, (STATE, client_id, epoch, self.instance, tools, text, self.seq))
-
-    def undeliverable(self, subject: str, message: tuple, limit: int, now: float) -> None:
-        """The bus cannot carry `message` (over `limit` bytes): its call fails with a tool error rather than waiting."""
-        kind = message[0]
-        text = outcomes.too_large_between_instances(limit)
-        if kind == APP:  # a call for a remote app: it fails here
-            self.receive((ERROR, message[2], _decode_forwarded(message[4]).id, text, TOO_LARGE), now)
-        elif kind == RESULT:  # an app's answer: the agent's instance gets the error instead
-            self.bus.send(subject, (ERROR, message[1], message[2], text, TOO_LARGE))
-        else:
-            logger.warning("cluster: a message about %r is over %d bytes: not sent", message[1], limit)
-
-    def cancel_elsewhere(self, client_id: str, request_id: bytes, session: bytes | None) -> None:
-        """A legacy notifications/cancelled that named no call waiting here: the instance holding it cancels it."""
-        if self.connected:
-            self.bus.send(self.beat_subject, (CANCEL, client_id, bytes(request_id), session, self.instance))
-
-    def is_remote(self, app: App) -> bool:
-        """Whether `app` is the bridge's app held by another instance."""
-        return self.remote.get(app.client_id) is app
-
-    # -- apps held elsewhere, in the bridge ------------------------------------------------------
-
-    def _hold_remote(self, app: RemoteApp, now: float) -> None:
-        """A connection elsewhere holds its client ID: the bridge's app for it from now on."""
-        self.bridge.hold(app, now)  # closes the app it replaces, which may be a remote one
-        self.remote[app.client_id] = app
-
-    def drop_remote(self, app: RemoteApp, now: float) -> None:
-        """A remote app leaves the bridge (gone, replaced, unreachable): its calls fail now."""
-        client_id = app.client_id
-        if self.remote.get(client_id) is app:
-            del self.remote[client_id]
-        if self.claims.get(client_id) == (app.epoch, app.instance):
-            del self.claims[client_id]
-        self.release(app)
-        self.bridge.forget(app, now)
+        self.bus.send(subject, State(client_id, epoch, self.instance, tools, text, self.seq))
 
     # -- the bus ------------------------------------------------------------------------------
 
@@ -438,7 +244,7 @@ class Directory(AppRouter):
         same way (without asking back).
         """
         self.seq += 1
-        self.bus.send(subject, (SYNC, self.instance, self.seq, WIRE_VERSION, answer))
+        self.bus.send(subject, Sync(self.instance, self.seq, WIRE_VERSION, answer))
         for client_id, (app, epoch) in list(self.local.items()):
             self._send_state(subject, client_id, app, epoch)
 
@@ -459,9 +265,18 @@ class Directory(AppRouter):
         self.connected = False
         for instance in list(self.peers):
             self._peer_gone(instance, now)
-        for call in list(self.forwarded.values()):
-            self.bridge.abandon(call, now)
-        self.forwarded.clear()
+        self.forwarding.abandon_calls_from(None, now)
+
+    def undeliverable(self, subject: str, message: Message, limit: int, now: float) -> None:
+        """The bus cannot carry `message` (over `limit` bytes): its call fails with a tool error rather than waiting."""
+        text = outcomes.too_large_between_instances(limit)
+        if type(message) is ToApp:  # a call for a remote app: it fails here
+            call_id = decode_forwarded(message.message).id
+            self.forwarding.answered(Error(message.client_id, call_id, text, TOO_LARGE), now)
+        elif type(message) is Result:  # an app's answer: the agent's instance gets the error instead
+            self.bus.send(subject, Error(message.client_id, message.call_id, text, TOO_LARGE))
+        else:
+            logger.warning("cluster: a message about %r is over %d bytes: not sent", message.client_id, limit)
 
     def dropped_message(self, reason: str, now: float, detail: str = "") -> None:
         """A bus message not taken (`reason` in DROP_REASONS): counted, and logged at most once a minute per reason."""
@@ -475,99 +290,125 @@ class Directory(AppRouter):
                 f": {detail}" if detail else "",
             )
 
-    def receive(self, message: list, now: float, age: float = 0.0) -> None:
-        """One message from the bus, sent `age` seconds ago by its sender's clock."""
+    def receive(self, message: Message, now: float, age: float = 0.0) -> None:
+        """One message from the bus (core/wire.py read and checked it), sent `age` seconds ago by its sender's clock."""
         if self.connected and now - self._beat_sent >= STALLED_AFTER:
             self._start_over(now)  # before anything of the backlog a stall left is acted on
-        kind = self._checked(message, now)
-        if kind is None:
+        self._handlers[type(message)](message, now, age)
+
+    # -- messages -------------------------------------------------------------------------------
+
+    def _on_app_message(self, message: ToApp, now: float, age: float) -> None:
+        """A call or cancel for an app held here, from an agent's instance."""
+        origin = message.instance
+        if origin in self.incompatible:
             return
-        incompatible = self.incompatible
-        if kind == APP:
-            if incompatible and message[1] in incompatible:
-                return
-            self._on_app_message(message, now, age)
-        elif kind == RESULT or kind == ERROR:
-            app = self.remote.get(message[1])
-            if app is None:
-                return
-            call = app.calls.pop(message[2], None)
-            if call is None:
-                return  # timed out, cancelled or failed already
-            if kind == RESULT:
-                # Its shape is read again (a walk of bytes the app's instance checked), so that
-                # this instance, which owns the call, counts a tool error from the app as one.
-                result = msgspec.Raw(message[3])
-                self.bridge.complete(call, result, result_shape(result), now)
-            else:
-                outcome = message[4]
-                if outcome == TOO_LARGE:  # the call or its answer was too large for the bus
-                    self.bridge.counters.forwarded[TOO_LARGE] += 1
-                self.bridge.fail(call, outcome, message[3], now)
-        elif not self.connected:
+        try:
+            forwarded = decode_forwarded(message.message)
+        except msgspec.DecodeError:
+            self.dropped_message(MALFORMED, now, "a call that is not one")
+            return
+        if forwarded.type == "cancel":
+            self.forwarding.cancel(origin, forwarded.id, now)
+            return
+        if forwarded.arguments is msgspec.UNSET:
+            self.dropped_message(MALFORMED, now, "a call without arguments")
+            return
+        subject = self.instance_subject(origin)
+        required = self.required.get(origin)
+        if origin not in self.peers or (required is not None and message.floor < required):
+            # docs/scaling.md, Calls that never run late: sent before its instance learned that we
+            # had started over with it (or from one we took as gone), which failed it already.
+            self.forwarding.refuse(message, forwarded, subject)
+            return
+        if required is not None:
+            del self.required[origin]  # it has applied our SYNC: its later calls carry that floor
+        held = self.local.get(message.client_id)
+        # None: the connection the agent's instance meant is gone (replaced or closed).
+        app = held[0] if held is not None and held[1] == message.epoch else None
+        self.forwarding.call(message, forwarded, app, subject, now, age)
+
+    def _on_answer(self, message: Result | Error, now: float, age: float) -> None:
+        self.forwarding.answered(message, now)
+
+    def _on_cancel(self, message: Cancel, now: float, age: float) -> None:
+        if not self.connected or message.instance in self.incompatible:
             return  # read before the bus went down: what it says of other instances is stale
-        elif kind == STATE:
-            if incompatible and message[3] in incompatible:
-                return
-            self._on_state(message[1], message[2], message[3], message[4], message[5], message[6], now)
-        elif kind == GONE:
-            client_id, epoch, instance = message[1], message[2], message[3]
-            if instance == self.instance or message[4] < self.floors.get(instance, 0):
-                return
-            if incompatible and instance in incompatible:
-                return
-            # Its connection has ended: a STATE of it delivered after this (by another subject)
-            # must not bring it back (docs/scaling.md, Ordering).
-            ended = self.ended
-            ended.pop(client_id, None)
-            ended[client_id] = (epoch, instance, now + DEAD_AFTER)
-            runner = self.runners_up.get(client_id)
-            if runner is not None and runner[0] == epoch and runner[1] == instance:
-                del self.runners_up[client_id]
-            if self.claims.get(client_id) != (epoch, instance):
-                return
-            del self.claims[client_id]
-            app = self.remote.get(client_id)
-            if app is not None and app.epoch == epoch and app.instance == instance:
-                self.drop_remote(app, now)
-            self._promote(client_id, now)
-        elif kind == CANCEL:
-            if incompatible and message[4] in incompatible:
-                return
-            cancel_call(self.bridge, message[1], message[2], message[3], now)
-        elif kind == BEAT or kind == SYNC:
-            instance = message[1]
-            if instance == self.instance:
-                return
-            version = message[2] if kind == BEAT else message[3]
-            if version != WIRE_VERSION:
-                self._incompatible(instance, version, now)
-                return
-            known = instance in self.peers
-            if kind == SYNC:
-                if message[2] < self.floors.get(instance, 0):
-                    return  # an older SYNC, delivered after a newer one (docs/scaling.md, Ordering)
-                self.peers[instance] = now
-                self.floors[instance] = message[2]
-                # It starts over (it joined, its bus came back, or it answers ours): it forgot our
-                # apps and failed its calls to them, so the ones we run for it end too (the app
-                # gets `cancel`); what we knew of its apps is replaced by the states that follow.
-                self.silent.discard(instance)
-                self._abandon_calls_from(instance, now)
-                self._forget_apps_of(instance, now, message[2])
-                if message[4]:
-                    self._owe(instance, False, now)
-                return
-            self.peers[instance] = now
-            if instance in self.silent:
-                # An instance we had taken as gone, which dropped our calls to its apps and
-                # cancelled its calls here: each side starts over with the other's whole state.
-                self.silent.discard(instance)
-                self._owe(instance, True, now)
-            elif not known:
-                # Never heard of (its SYNC did not reach us): it learns what we hold. A SYNC,
-                # which fails calls in flight, is not due: it lost nothing of ours.
-                self._owe_states(instance, now)
+        cancel_call(self.bridge, message.client_id, message.request_id, message.session, now)
+
+    def _on_state(self, message: State, now: float, age: float) -> None:
+        if not self.connected or message.instance in self.incompatible:
+            return
+        self._apply_state(
+            message.client_id,
+            message.epoch,
+            message.instance,
+            message.tools,
+            message.instructions,
+            message.seq,
+            now,
+        )
+
+    def _on_gone(self, message: Gone, now: float, age: float) -> None:
+        client_id, epoch, instance = message.client_id, message.epoch, message.instance
+        if not self.connected or instance == self.instance or message.seq < self.floors.get(instance, 0):
+            return
+        if instance in self.incompatible:
+            return
+        # Its connection has ended: a STATE of it delivered after this (by another subject)
+        # must not bring it back (docs/scaling.md, Ordering).
+        ended = self.ended
+        ended.pop(client_id, None)
+        ended[client_id] = (epoch, instance, now + DEAD_AFTER)
+        runner = self.runners_up.get(client_id)
+        if runner is not None and runner[0] == epoch and runner[1] == instance:
+            del self.runners_up[client_id]
+        if self.claims.get(client_id) != (epoch, instance):
+            return
+        del self.claims[client_id]
+        app = self.forwarding.remote.get(client_id)
+        if app is not None and app.epoch == epoch and app.instance == instance:
+            self.forwarding.drop(app, now)
+        self._promote(client_id, now)
+
+    def _on_beat(self, message: Beat, now: float, age: float) -> None:
+        instance = message.instance
+        if not self.connected or instance == self.instance:
+            return
+        if message.wire_version != WIRE_VERSION:
+            self._incompatible(instance, message.wire_version, now)
+            return
+        known = instance in self.peers
+        self.peers[instance] = now
+        if instance in self.silent:
+            # An instance we had taken as gone, which dropped our calls to its apps and
+            # cancelled its calls here: each side starts over with the other's whole state.
+            self.silent.discard(instance)
+            self._owe(instance, True, now)
+        elif not known:
+            # Never heard of (its SYNC did not reach us): it learns what we hold. A SYNC,
+            # which fails calls in flight, is not due: it lost nothing of ours.
+            self._owe_states(instance, now)
+
+    def _on_sync(self, message: Sync, now: float, age: float) -> None:
+        instance = message.instance
+        if not self.connected or instance == self.instance:
+            return
+        if message.wire_version != WIRE_VERSION:
+            self._incompatible(instance, message.wire_version, now)
+            return
+        if message.seq < self.floors.get(instance, 0):
+            return  # an older SYNC, delivered after a newer one (docs/scaling.md, Ordering)
+        self.peers[instance] = now
+        self.floors[instance] = message.seq
+        # It starts over (it joined, its bus came back, or it answers ours): it forgot our
+        # apps and failed its calls to them, so the ones we run for it end too (the app
+        # gets `cancel`); what we knew of its apps is replaced by the states that follow.
+        self.silent.discard(instance)
+        self.forwarding.abandon_calls_from(instance, now)
+        self._forget_apps_of(instance, now, message.seq)
+        if message.answer:
+            self._owe(instance, False, now)
 
     def _owe_states(self, instance: str, now: float) -> None:
         """The states of our apps to an instance that lost nothing of ours, within ANSWER_EVERY."""
@@ -578,73 +419,11 @@ class Directory(AppRouter):
         for client_id, (app, epoch) in list(self.local.items()):
             self._send_state(subject, client_id, app, epoch)
 
-    def _checked(self, message: list, now: float) -> int | None:
-        """The kind of a message whose fields are all of their types and bounds; None if it is to be ignored."""
-        size = len(message)
-        kind = message[0] if size else None
-        # A forwarded call's two messages, checked inline as _FIELDS says: the walk below would
-        # cost a forwarded call more than the rest of its handling here (docs/benchmarks.md).
-        if kind == APP and size >= 7:
-            origin, epoch, timeout, floor = message[1], message[3], message[5], message[6]
-            if (
-                type(origin) is str
-                and (origin in self.peers or _INSTANCE_NAME.fullmatch(origin) is not None)
-                and type(message[2]) is str
-                and len(message[2]) <= MAX_STRING
-                and type(message[4]) is bytes
-                and type(epoch) is int
-                and type(timeout) is int
-                and type(floor) is int
-                and 0 <= epoch <= MAX_INTEGER
-                and 0 <= timeout <= MAX_INTEGER
-                and 0 <= floor <= MAX_INTEGER
-            ):
-                return APP
-        elif kind == RESULT and size >= 5:
-            if (
-                type(message[1]) is str
-                and type(message[2]) is str
-                and type(message[3]) is bytes
-                and type(message[4]) is bool
-                and len(message[1]) <= MAX_STRING
-                and len(message[2]) <= MAX_STRING
-            ):
-                return RESULT
-        if type(kind) is not int:
-            self.dropped_message(MALFORMED, now, "no kind")
-            return None
-        fields = _FIELDS.get(kind)
-        if fields is None:
-            return None  # a kind of a later release (docs/scaling.md, Upgrades)
-        if size <= len(fields):
-            self.dropped_message(MALFORMED, now, f"a message of kind {kind} with {size} fields")
-            return None
-        for index, allowed in enumerate(fields, 1):
-            value = message[index]
-            of = type(value)
-            if allowed is _NAME:
-                good = of is str and _INSTANCE_NAME.fullmatch(value) is not None
-            elif of not in allowed:
-                good = False
-            elif of is int:
-                good = 0 <= value <= MAX_INTEGER
-            elif of is str:
-                good = len(value) <= MAX_STRING or (kind == STATE and index == 5)  # instructions
-            else:
-                good = True
-            if not good:
-                self.dropped_message(MALFORMED, now, f"field {index} of a message of kind {kind}")
-                return None
-        if kind == ERROR and message[4] >= len(OUTCOMES):
-            self.dropped_message(MALFORMED, now, "an outcome no release has")
-            return None
-        return kind
-
-    def _incompatible(self, instance: object, version: object, now: float) -> None:
+    def _incompatible(self, instance: str, version: int, now: float) -> None:
         """An instance announced another WIRE_VERSION: it is ignored from now on, with one warning."""
         if instance in self.incompatible:
             return
-        self.incompatible[instance] = version  # type: ignore[index]
+        self.incompatible[instance] = version
         logger.warning(
             "cluster: instance %s speaks cluster wire version %r, this one %d: it is ignored and its apps "
             "are not reachable from here; a cluster runs one wire version (docs/scaling.md, Upgrades)",
@@ -653,9 +432,9 @@ class Directory(AppRouter):
             WIRE_VERSION,
         )
         if instance in self.peers:
-            self._peer_gone(instance, now)  # type: ignore[arg-type]
+            self._peer_gone(instance, now)
 
-    def _on_state(
+    def _apply_state(
         self,
         client_id: str,
         epoch: int,
@@ -676,7 +455,7 @@ class Directory(AppRouter):
             self.clock = epoch
         claim = (epoch, instance)
         current = self.claims.get(client_id)
-        bridge = self.bridge
+        forwarding = self.forwarding
         if current is None or claim > current:
             # A newer connection for this ID, elsewhere: it holds the ID from now on; the bridge
             # closes the one it replaces with 4409 if that one is here (ClientMCP v1 §3.1).
@@ -685,9 +464,10 @@ class Directory(AppRouter):
             if replaced is not None:  # its end, so that no instance keeps it as a runner-up
                 self.seq += 1
                 self.bus.send(
-                    self.app_subject(client_id), (GONE, client_id, replaced[1], self.instance, self.seq)
+                    self.app_subject(client_id), Gone(client_id, replaced[1], self.instance, self.seq)
                 )
-            self._hold_remote(RemoteApp(self, client_id, instance, epoch, seq), now)
+            subject = self.instance_subject(instance)
+            forwarding.hold(RemoteApp(forwarding, client_id, instance, epoch, seq, subject), now)
         elif claim != current:
             # Older than the connection in use, whose instance closes it; unless that one ended
             # unseen (its instance restarted, with a clock behind): kept to take over then.
@@ -696,102 +476,14 @@ class Directory(AppRouter):
                 if runner is None or claim >= (runner[0], runner[1]):
                     self.runners_up[client_id] = (epoch, instance, tools, text, seq)
             return
-        app = self.remote.get(client_id)
+        app = forwarding.remote.get(client_id)
         if app is None or app.epoch != epoch:
             return
         if seq < app.seq:
             return  # an older state of this connection, delivered after a newer one
         app.seq = seq
-        if tools is None:
-            return
-        if not app.kept:
-            if self.kept >= self.max_kept:
-                self._not_kept(app, now)
-                return
-            app.kept = True
-            app.over_bound = False
-            self.kept += 1
-        try:
-            toolset = parse_register(
-                msgspec.Raw(tools),
-                msgspec.UNSET if text is None else msgspec.Raw(encode_json(text)),
-                _ANY_NUMBER,
-            )
-        except RegisterError:  # pragma: no cover - the app's instance accepted it
-            return
-        bridge.retool(app, toolset)
-
-    def _not_kept(self, app: RemoteApp, now: float) -> None:
-        """The bound of remote apps is reached: this one is known to be online, without its tools."""
-        if not app.over_bound:
-            app.over_bound = True
-            self.not_kept += 1
-        if now >= self._warn_at:  # at most a line a minute, however many apps are over
-            self._warn_at = now + 60.0
-            logger.warning(
-                "cluster: this instance keeps the tools of %d apps held elsewhere (--max-remote-apps); "
-                "agents here get a tool error for the others",
-                self.max_kept,
-            )
-
-    def release(self, app: RemoteApp) -> None:
-        """A remote app leaves this instance's apps: its tool set no longer counts against the bound."""
-        if app.kept:
-            app.kept = False
-            self.kept -= 1
-
-    def _on_app_message(self, message: list, now: float, age: float) -> None:
-        """A call or cancel for an app held here, from an agent's instance."""
-        origin, client_id, epoch = message[1], message[2], message[3]
-        try:
-            forwarded = _decode_forwarded(message[4])
-        except msgspec.DecodeError:
-            self.dropped_message(MALFORMED, now, "a call that is not one")
-            return
-        if forwarded.type == "cancel":
-            call = self.forwarded.pop((origin, forwarded.id), None)
-            if call is not None:
-                self.bridge.abandon(call, now)
-            return
-        call = ForwardedCall(self, origin, forwarded.id, client_id)
-        required = self.required.get(origin)
-        if origin not in self.peers or (required is not None and message[6] < required):
-            # docs/scaling.md, Calls that never run late: sent before its instance learned that we
-            # had started over with it (or from one we took as gone), which failed it already.
-            self._refuse(call, DISCONNECTED, outcomes.DISCONNECTED)
-            return
-        if required is not None:
-            del self.required[origin]  # it has applied our SYNC: its later calls carry that floor
-        timeout = message[5] / 1000
-        if age >= timeout:  # its agent was told of the timeout already
-            self._refuse(call, TIMEOUT, outcomes.timed_out(timeout))
-            return
-        held = self.local.get(client_id)
-        if held is None or held[1] != epoch:
-            # The connection the agent's instance meant is gone (replaced or closed).
-            self._refuse(call, DISCONNECTED, outcomes.DISCONNECTED)
-            return
-        app = held[0]
-        toolset = app.toolset  # type: ignore[attr-defined]
-        tool = toolset.tools.get(forwarded.name) if toolset is not None else None
-        if tool is None:
-            if toolset is None:
-                self._refuse(call, NOT_REGISTERED, outcomes.NOT_REGISTERED)
-            else:
-                self._refuse(call, UNKNOWN_TOOL, f"Unknown tool: {forwarded.name}")
-            return
-        arguments = forwarded.arguments
-        if arguments is msgspec.UNSET:
-            self.dropped_message(MALFORMED, now, "a call without arguments")
-            return
-        self.forwarded[(origin, forwarded.id)] = call
-        self.bridge.start_call(app, tool, bytes(arguments), call, now)
-
-    @staticmethod
-    def _refuse(call: ForwardedCall, outcome: int, text: str) -> None:
-        """A forwarded call that never reaches the app here: served with `outcome`, its agent told `text`."""
-        call.ended(outcome)
-        call.call_error(text)
+        if tools is not None:
+            forwarding.retool(app, tools, text, now)
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -804,7 +496,7 @@ class Directory(AppRouter):
         if now >= self._beat_at:
             self._beat_at = now + BEAT_EVERY
             self._beat_sent = now
-            self.bus.send(self.beat_subject, (BEAT, self.instance, WIRE_VERSION))
+            self.bus.send(self.beat_subject, Beat(self.instance, WIRE_VERSION))
         ended = self.ended
         while ended:
             client_id = next(iter(ended))
@@ -847,16 +539,8 @@ class Directory(AppRouter):
         self._answered.pop(instance, None)
         # Its calls sent before it hears our next SYNC are refused (Calls that never run late).
         self.required[instance] = self.seq + 1
-        self._abandon_calls_from(instance, now)
+        self.forwarding.abandon_calls_from(instance, now)
         self._forget_apps_of(instance, now)
-
-    def _abandon_calls_from(self, instance: str, now: float) -> None:
-        """The calls we run for `instance`'s agents end: its agents were told already (the apps get `cancel`)."""
-        bridge = self.bridge
-        for key, call in list(self.forwarded.items()):
-            if key[0] == instance:
-                del self.forwarded[key]
-                bridge.abandon(call, now)
 
     def _forget_apps_of(self, instance: str, now: float, before: int = MAX_INTEGER + 1) -> None:
         """`instance`'s apps are offline here; those it stated after sequence `before` stay (a SYNC delivered late)."""
@@ -865,15 +549,16 @@ class Directory(AppRouter):
             for client_id, runner in list(runners_up.items()):
                 if runner[1] == instance and runner[4] < before:
                     del runners_up[client_id]
-        for client_id, app in list(self.remote.items()):
-            if app.instance == instance and app.seq < before:
-                self.drop_remote(app, now)
-                if runners_up:
-                    self._promote(client_id, now)
+        for app in self.forwarding.forget_apps_of(instance, now, before):
+            client_id = app.client_id
+            if self.claims.get(client_id) == (app.epoch, instance):
+                del self.claims[client_id]
+            if runners_up:
+                self._promote(client_id, now)
 
     def _promote(self, client_id: str, now: float) -> None:
         """The claim on `client_id` ended: a connection elsewhere that had lost to it takes the ID."""
         runner = self.runners_up.pop(client_id, None)
         if runner is not None and runner[1] in self.peers and client_id not in self.claims:
             epoch, instance, tools, text, seq = runner
-            self._on_state(client_id, epoch, instance, tools, text, seq, now)
+            self._apply_state(client_id, epoch, instance, tools, text, seq, now)

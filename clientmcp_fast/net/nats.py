@@ -21,10 +21,10 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-import msgspec
-
 from clientmcp_fast.core.bus_auth import BusAuth, Refused
-from clientmcp_fast.core.directory import MALFORMED, WIRE_VERSION, Directory, epoch_floor
+from clientmcp_fast.core.directory import MALFORMED, Directory, epoch_floor
+from clientmcp_fast.core.wire import WIRE_VERSION, Message, decode_batch
+from clientmcp_fast.core.wire import encode as _encode
 from clientmcp_fast.log import logger
 
 if TYPE_CHECKING:
@@ -34,8 +34,6 @@ TICK_SECONDS = 0.25  # how often the directory's timer runs (heartbeats, dead in
 RECONNECT_SECONDS = 0.5
 CONNECT_TIMEOUT_SECONDS = 2
 
-_encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(list[list[Any]]).decode
 _ENVELOPE = 5  # an array header is at most 5 bytes
 _SEAL = 1 + 32 + 18 + 64  # core/bus_auth.py: the mark, the MAC, the header and the longest sender
 # Every message the protocol allows (4 MiB, docs/protocol.md, Register validation) passes a
@@ -164,7 +162,7 @@ class NatsCluster:
 
     # -- the Bus port ------------------------------------------------------------------------
 
-    def send(self, subject: str, message: tuple) -> None:
+    def send(self, subject: str, message: Message) -> None:
         """Queue a message; this turn's messages leave together, one NATS message per subject."""
         batch = self._pending.get(subject)
         if batch is None:
@@ -227,7 +225,7 @@ class NatsCluster:
         finally:
             self._publisher = None
 
-    def _payloads(self, subject: str, messages: list[tuple], limit: int, now: float) -> list[bytes]:
+    def _payloads(self, subject: str, messages: list[Message], limit: int, now: float) -> list[bytes]:
         """The messages in as few payloads as the server's max_payload allows; one too large alone is answered here."""
         whole = _encode(messages)  # the usual turn: all in one payload, encoded by one call
         if len(whole) <= limit:
@@ -340,13 +338,12 @@ class NatsCluster:
         now = self.loop.time()
         try:
             body, age = self.auth.open(subject, data, time.time())
-            messages = _decode(body)
         except Refused as refused:
             directory.dropped_message(refused.reason, now, f"on {subject}")
             return
-        except (msgspec.DecodeError, RecursionError, MemoryError):  # nested past msgspec's depth, say
-            directory.dropped_message(MALFORMED, now, f"not MessagePack messages, on {subject}")
-            return
+        messages, dropped = decode_batch(body)
+        for detail in dropped:
+            directory.dropped_message(MALFORMED, now, f"{detail}, on {subject}")
         for message in messages:
             try:
                 directory.receive(message, now, age)

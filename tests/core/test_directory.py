@@ -22,15 +22,15 @@ from clientmcp_fast.core.counters import OUTCOMES, TOO_LARGE
 from clientmcp_fast.core.directory import (
     BEAT_EVERY,
     DEAD_AFTER,
-    MAX_INTEGER,
+    MALFORMED,
     STALLED_AFTER,
-    WIRE_VERSION,
     Directory,
-    RemoteApp,
     epoch_floor,
     subject_id,
 )
+from clientmcp_fast.core.forwarding import RemoteApp
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
+from clientmcp_fast.core.wire import MAX_INTEGER, WIRE_VERSION, decode_batch, encode
 
 QUIET = {"app_idle_timeout": 10_000, "app_soft_seconds": 10_000}
 DISCONNECTED = ("error", outcomes.DISCONNECTED)
@@ -56,7 +56,10 @@ class Network:
         for directory in self.directories:
             if directory is sender or not any(_matches(p, subject) for p in directory.subscriptions()):
                 continue
-            for message in msgspec.msgpack.decode(payload):
+            messages, dropped = decode_batch(payload)  # as net/nats.py reads a NATS message
+            for detail in dropped:
+                directory.dropped_message(MALFORMED, now, detail)
+            for message in messages:
                 directory.receive(message, now)
 
     def pump_holding(self, subject: str, now: float = NOW) -> None:
@@ -69,6 +72,20 @@ class Network:
             else:
                 self.deliver(item, now)
         self.queue = held
+
+
+def deliver(directory: Directory, message: list, now: float, age: float = 0.0) -> None:
+    """One message as a peer could send it, read as net/nats.py reads a NATS message."""
+    messages, dropped = decode_batch(msgspec.msgpack.encode([message]))
+    for detail in dropped:
+        directory.dropped_message(MALFORMED, now, detail)
+    for typed in messages:
+        directory.receive(typed, now, age)
+
+
+def as_sent(message) -> tuple:
+    """A message as it goes on the bus, as a tuple of its fields after its kind."""
+    return tuple(msgspec.msgpack.decode(encode(message)))
 
 
 def _matches(pattern: str, subject: str) -> bool:
@@ -280,7 +297,7 @@ def test_calls_from_a_silent_instance_are_cancelled_at_the_app():
     (sent,) = texts(link)
     a.router.on_timer(NOW + DEAD_AFTER + 0.5)  # nothing from b meanwhile
     assert texts(link) == [{"type": "cancel", "id": sent["id"]}]
-    assert not a.router.forwarded and len(a.calls) == 0
+    assert not a.router.forwarding.running and len(a.calls) == 0
 
 
 def test_after_a_bus_blip_an_app_that_left_meanwhile_is_gone_everywhere():
@@ -432,29 +449,31 @@ def test_past_the_bound_a_remote_app_is_known_without_its_tools_until_there_is_r
     assert [list(b.apps[i].toolset.tools) for i in ("app-1", "app-2")] == [["one"], ["two"]]
     over = b.apps["app-3"]
     assert type(over) is RemoteApp and over.toolset is None and over.over_bound
-    assert (b.router.kept, b.router.not_kept) == (2, 1)
-    assert a.router.kept == 0 and all(a.apps[i].toolset is not None for i in ("app-1", "app-2", "app-3"))
+    assert (b.router.forwarding.kept, b.router.forwarding.not_kept) == (2, 1)
+    assert a.router.forwarding.kept == 0 and all(
+        a.apps[i].toolset is not None for i in ("app-1", "app-2", "app-3")
+    )
     register(third, tool("three"), tool("four"))  # still no room
     network.pump()
-    assert b.apps["app-3"].toolset is None and b.router.not_kept == 1
+    assert b.apps["app-3"].toolset is None and b.router.forwarding.not_kept == 1
     first.close(1000, "bye", NOW)
     first.on_close(1000, "bye")
     network.pump()
-    assert "app-1" not in b.apps and b.router.kept == 1
+    assert "app-1" not in b.apps and b.router.forwarding.kept == 1
     register(third, tool("three"))  # its next state finds room
     network.pump()
     assert list(b.apps["app-3"].toolset.tools) == ["three"] and not b.apps["app-3"].over_bound
-    assert b.router.kept == 2
+    assert b.router.forwarding.kept == 2
 
 
 def test_a_replaced_or_forgotten_remote_app_frees_its_place():
     network, (a, b) = cluster(max_remote_apps=1)
     online(network, a, "app-1", "one")
-    assert b.router.kept == 1
+    assert b.router.forwarding.kept == 1
     online(network, a, "app-1", "two")  # a newer connection for the ID: its RemoteApp replaces the old
-    assert list(b.apps["app-1"].toolset.tools) == ["two"] and b.router.kept == 1
+    assert list(b.apps["app-1"].toolset.tools) == ["two"] and b.router.forwarding.kept == 1
     b.router.bus_down(NOW)
-    assert b.router.kept == 0 and "app-1" not in b.apps
+    assert b.router.forwarding.kept == 0 and "app-1" not in b.apps
 
 
 # -- docs/operations.md, Metrics: which calls count as forwarded -----------------------------------
@@ -507,14 +526,14 @@ def intercepted_call():
     assert b.start_call(app, app.toolset.tools["echo"], b'{"a":1}', waiter, NOW)
     ((_, subject, payload),) = network.queue
     network.queue.clear()
-    (message,) = msgspec.msgpack.decode(payload)
+    ((message,), _) = decode_batch(payload)
     return network, b, waiter, subject, message
 
 
 def test_a_call_the_bus_cannot_carry_is_a_forwarded_call_too_large():
     """The bus refuses a call under 4 MiB for its size (a NATS max_payload below it): a forwarded call's outcome."""
     _, b, waiter, subject, message = intercepted_call()
-    b.router.undeliverable(subject, tuple(message), 10, NOW)
+    b.router.undeliverable(subject, message, 10, NOW)
     assert waiter.events == [("error", outcomes.too_large_between_instances(10))]
     assert b.counters.forwarded[TOO_LARGE] == 1 and sum(b.counters.forwarded) == 1
     assert b.counters.outcomes()[TOO_LARGE] == 1
@@ -543,13 +562,13 @@ def test_past_the_bound_a_warning_is_logged_at_most_once_a_minute(captured_log):
     assert warnings() == [line]
     elapse(network, (a, b), NOW + 1, NOW + 60.5)
     app_online_at("app-3", NOW + 60.5)  # within the minute of the first line: counted, not logged
-    assert warnings() == [line] and b.router.not_kept == 2
+    assert warnings() == [line] and b.router.forwarding.not_kept == 2
     elapse(network, (a, b), NOW + 60.5, NOW + 61)
     app_online_at("app-4", NOW + 61)  # a minute after it
-    assert warnings() == [line, line] and b.router.not_kept == 3
+    assert warnings() == [line, line] and b.router.forwarding.not_kept == 3
     elapse(network, (a, b), NOW + 61, NOW + 120)
     app_online_at("app-5", NOW + 120)
-    assert warnings() == [line, line] and b.router.not_kept == 4
+    assert warnings() == [line, line] and b.router.forwarding.not_kept == 4
 
 
 # -- docs/scaling.md, Upgrades: other releases' layouts, another wire version ---------------------------
@@ -559,12 +578,12 @@ TOOLS = b'[{"name":"one","inputSchema":{"type":"object"}}]'
 
 def test_fields_a_newer_release_added_at_the_end_are_ignored_and_so_are_unknown_kinds():
     network, (a,) = cluster(1)
-    a.router.receive([7, "new", 1, WIRE_VERSION, False, "later"], NOW)
-    a.router.receive([1, "app-1", 1, "new", TOOLS, None, 2, {"later": True}], NOW)
-    a.router.receive([6, "new", WIRE_VERSION, "later"], NOW)
-    a.router.receive([99, "a kind of a later release"], NOW)
+    deliver(a.router, [7, "new", 1, WIRE_VERSION, False, "later"], NOW)
+    deliver(a.router, [1, "app-1", 1, "new", TOOLS, None, 2, {"later": True}], NOW)
+    deliver(a.router, [6, "new", WIRE_VERSION, "later"], NOW)
+    deliver(a.router, [99, "a kind of a later release"], NOW)
     assert list(a.apps["app-1"].toolset.tools) == ["one"] and "new" in a.router.peers
-    a.router.receive([2, "app-1", 1, "new", 3, "later"], NOW)  # GONE
+    deliver(a.router, [2, "app-1", 1, "new", 3, "later"], NOW)  # GONE
     assert "app-1" not in a.apps
     assert a.router.dropped["malformed"] == 0
 
@@ -600,7 +619,7 @@ def test_a_malformed_message_is_dropped_counted_and_changes_nothing(captured_log
     stream = captured_log("text")
     network, (a, b) = cluster()
     channel, link = online(network, a, "app-1", "echo")
-    a.router.receive(message, NOW)
+    deliver(a.router, message, NOW)
     assert a.router.dropped["malformed"] == 1
     assert a.apps["app-1"] is channel and set(a.router.peers) == {"i1"} and a.router.clock < 2**62
     (line,) = [line for line in stream.getvalue().splitlines() if "cluster:" in line]
@@ -616,9 +635,9 @@ def test_dropped_messages_are_logged_once_a_minute_per_reason(captured_log):
     stream = captured_log("text")
     network, (a,) = cluster(1)
     for offset in (0, 1, 59):
-        a.router.receive([1, "app-1"], NOW + offset)
+        deliver(a.router, [1, "app-1"], NOW + offset)
     a.router.dropped_message("forged", NOW + 1)  # another reason: its own line
-    a.router.receive([2, "app-1"], NOW + 60)
+    deliver(a.router, [2, "app-1"], NOW + 60)
     lines = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines() if "dropped a bus" in line]
     assert [line.split("(", 1)[1].split(":")[0].split(")")[0] for line in lines] == [
         "malformed",
@@ -634,13 +653,14 @@ def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(capture
     network, (a, b) = cluster()
     channel, link = online(network, a, "app-1", "echo")
     future = WIRE_VERSION + 1
-    a.router.receive([6, "future", future] if announce == "beat" else [7, "future", 1, future, True], NOW)
+    deliver(a.router, [6, "future", future] if announce == "beat" else [7, "future", 1, future, True], NOW)
     tools = b'[{"name":"two","inputSchema":{"type":"object"}}]'
     # Its claim on app-1, with a higher epoch: applied, it would close a's app with 4409.
-    a.router.receive([1, "app-1", 2**61, "future", tools, None, 2], NOW)
-    a.router.receive([1, "app-2", 1, "future", tools, None, 3], NOW)
-    a.router.receive([6, "future", future], NOW + 0.5)
-    a.router.receive(
+    deliver(a.router, [1, "app-1", 2**61, "future", tools, None, 2], NOW)
+    deliver(a.router, [1, "app-2", 1, "future", tools, None, 3], NOW)
+    deliver(a.router, [6, "future", future], NOW + 0.5)
+    deliver(
+        a.router,
         [
             3,
             "future",
@@ -652,7 +672,7 @@ def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(capture
         ],
         NOW,
     )
-    a.router.receive([8, "app-1", b"1", None, "future"], NOW)
+    deliver(a.router, [8, "app-1", b"1", None, "future"], NOW)
     lines = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines() if "cluster:" in line]
     assert lines == [
         f"warn cluster: instance future speaks cluster wire version {future}, this one {WIRE_VERSION}: it is "
@@ -660,7 +680,7 @@ def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(capture
         "(docs/scaling.md, Upgrades)"
     ]
     assert link.close() is None and a.apps["app-1"] is channel and "app-2" not in a.apps
-    assert texts(link) == [] and not a.router.forwarded
+    assert texts(link) == [] and not a.router.forwarding.running
     assert "future" not in a.router.peers and a.router.incompatible == {"future": future}
     network.pump()
     assert list(b.apps["app-1"].toolset.tools) == ["echo"]  # a goes on with the instances of its version
@@ -669,7 +689,7 @@ def test_an_instance_of_another_wire_version_is_ignored_with_one_warning(capture
 def test_every_message_sent_announces_this_wire_version_where_it_is_read():
     network, (a,) = cluster(1)
     sent = []
-    a.router.bus = type("Bus", (), {"send": lambda self, subject, message: sent.append(message)})()
+    a.router.bus = type("Bus", (), {"send": lambda self, subject, message: sent.append(as_sent(message))})()
     a.router.bus_down(NOW)
     a.router.bus_up(NOW)
     a.router.on_timer(NOW + BEAT_EVERY)
@@ -741,7 +761,7 @@ def test_a_call_failed_while_its_app_s_instance_stalled_never_reaches_the_app(ca
     resumed = now + 2.0
     network.queue[:0] = held  # a resumes and reads its backlog first
     network.pump(resumed)
-    assert texts(link) == [] and not a.router.forwarded and len(a.calls) == 0
+    assert texts(link) == [] and not a.router.forwarding.running and len(a.calls) == 0
     assert a.router.restarts == 1
     assert any("sent no heartbeat for" in line for line in stream.getvalue().splitlines())
     elapse(network, (a, b), resumed, resumed + 2)  # the two start over: calls cross again
@@ -758,7 +778,7 @@ def test_a_call_already_running_when_its_instance_stalled_is_cancelled_at_the_ap
     waiter = call(network, b)
     (sent,) = texts(link)
     a.router.on_timer(NOW + STALLED_AFTER)  # a's timer runs again after a stall
-    assert texts(link) == [{"type": "cancel", "id": sent["id"]}] and not a.router.forwarded
+    assert texts(link) == [{"type": "cancel", "id": sent["id"]}] and not a.router.forwarding.running
     network.pump(NOW + STALLED_AFTER)  # a's SYNC: b fails its call at once
     assert waiter.events == [DISCONNECTED]
 
@@ -808,9 +828,9 @@ def test_a_call_that_arrives_past_its_timeout_is_dropped():
     network.queue.clear()
     (message,) = msgspec.msgpack.decode(payload)
     assert message[5] == 5000
-    a.router.receive(message, NOW, age=5.0)  # held back 5 s on the way
+    deliver(a.router, message, NOW, age=5.0)  # held back 5 s on the way
     assert texts(link) == [] and len(a.calls) == 0
-    a.router.receive(message, NOW, age=4.9)
+    deliver(a.router, message, NOW, age=4.9)
     assert [m["type"] for m in texts(link)] == ["call"]
 
 
@@ -819,9 +839,11 @@ def test_answers_to_syncs_are_sent_at_most_once_a_second_per_instance():
     for index in range(3):
         online(network, a, f"app-{index}", "echo")
     sent = []
-    a.router.bus = type("Bus", (), {"send": lambda self, subject, message: sent.append((subject, message))})()
+    a.router.bus = type(
+        "Bus", (), {"send": lambda self, subject, message: sent.append((subject, as_sent(message)))}
+    )()
     for seq in range(1, 101):  # a hundred SYNCs asking for an answer within a second
-        a.router.receive([7, "x", seq, WIRE_VERSION, True], NOW + seq / 1000)
+        deliver(a.router, [7, "x", seq, WIRE_VERSION, True], NOW + seq / 1000)
 
     def answers():
         return [m[0] for subject, m in sent if subject == a.router.instance_subject("x")]

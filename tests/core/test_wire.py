@@ -15,9 +15,10 @@ import pytest
 from fakes import NOW, connect, make_bridge, register, tool
 from hypothesis import strategies as st
 
-from clientmcp_fast.core import directory as current
 from clientmcp_fast.core import wire
 from clientmcp_fast.core.counters import OUTCOMES
+from clientmcp_fast.core.directory import Directory
+from clientmcp_fast.core.forwarding import ForwardedCall, RemoteApp
 from clientmcp_fast.core.wire import (
     APP,
     BEAT,
@@ -190,7 +191,8 @@ def test_a_message_shorter_than_its_layout_is_malformed(name):
 
 # -- docs/scaling.md, Bounds: every rule, field by field ----------------------------------------------
 
-# What each field of each kind must be, as core/directory.py's `_FIELDS` and `_checked` check it.
+# What each field of each kind must be: the rules the first release of wire version 2 checked by
+# hand, field by field (core/directory.py's `_FIELDS` and `_checked`), before core/wire.py.
 RULES = {
     STATE: ("text", "integer", "name", "bytes or nil", "string or nil", "integer"),
     GONE: ("text", "integer", "name", "integer"),
@@ -435,10 +437,7 @@ def test_any_message_the_rules_allow_reads_as_its_fields_and_is_written_back_the
     assert encode([read]) == payload(message[: size + 1])
 
 
-# -- the first release's own check ------------------------------------------------------------------
-#
-# core/directory.py of the first release of wire version 2 checks each message field by field
-# (`_FIELDS`, `_checked`): the rules above are its rules, and the Structs take what it takes.
+# -- what the directory sends ------------------------------------------------------------------------
 
 
 class RecordingBus:
@@ -453,18 +452,20 @@ def test_what_the_directory_sends_reads_as_the_message_it_means():
     """Each kind as core/directory.py sends it, through MessagePack: its fields where the Structs name them."""
     bus = RecordingBus()
     bridge = make_bridge()
-    directory = current.Directory(bridge, bus, "b1c2d3e4f5a6", first_epoch=EPOCH - 1)
+    directory = bridge.router = Directory(bridge, bus, "b1c2d3e4f5a6", first_epoch=EPOCH - 1)
     directory.bus_up(NOW)
     directory.on_timer(NOW + 1)
     channel, _ = connect(bridge, "app-1")
     register(channel, tool("echo"), instructions="Say hello.")
-    directory.cancel_legacy("app-1", b'"req-9"', b"6b3c9e")
-    current.RemoteApp(directory, "app-2", "0a1b2c3d4e5f", 7).send_text(CALL)
-    forwarded = current.ForwardedCall(directory, "0a1b2c3d4e5f", "0a1b2c3d4e5f-1", "app-1")
+    directory.cancel_elsewhere("app-1", b'"req-9"', b"6b3c9e")
+    forwarding = directory.forwarding
+    subject = directory.instance_subject("0a1b2c3d4e5f")
+    RemoteApp(forwarding, "app-2", "0a1b2c3d4e5f", 7, 0, subject).send(CALL)
+    forwarded = ForwardedCall(forwarding, "0a1b2c3d4e5f", "0a1b2c3d4e5f-1", "app-1", subject)
     forwarded.call_result(b'{"content":[]}', True)
     forwarded.outcome = OUTCOMES.index("timeout")
     forwarded.call_error("late")
-    bridge.detach(channel)
+    bridge.detach(channel, NOW)
     messages, dropped = decode_batch(encode([message for _, message in bus.sent]))
     assert dropped == [] and len(messages) == len(bus.sent)
     me = "b1c2d3e4f5a6"
@@ -475,81 +476,9 @@ def test_what_the_directory_sends_reads_as_the_message_it_means():
         State(client_id="app-1", epoch=EPOCH, instance=me, tools=TOOLS, instructions="Say hello.", seq=3),
         Cancel(client_id="app-1", request_id=b'"req-9"', session=b"6b3c9e", instance=me),
         ToApp(
-            instance=me, client_id="app-2", epoch=7, message=CALL, timeout_ms=directory.timeout_ms, floor=0
+            instance=me, client_id="app-2", epoch=7, message=CALL, timeout_ms=forwarding.timeout_ms, floor=0
         ),
         Result(client_id="app-1", call_id="0a1b2c3d4e5f-1", result=b'{"content":[]}', has_result_type=True),
         Error(client_id="app-1", call_id="0a1b2c3d4e5f-1", text="late", outcome=OUTCOMES.index("timeout")),
         Gone(client_id="app-1", epoch=EPOCH, instance=me, seq=4),
     ]
-
-
-def test_the_bounds_and_the_version_are_the_directory_s():
-    assert (wire.WIRE_VERSION, wire.MAX_INTEGER, wire.MAX_STRING) == (
-        current.WIRE_VERSION,
-        current.MAX_INTEGER,
-        current.MAX_STRING,
-    )
-    kinds = ("STATE", "GONE", "APP", "RESULT", "ERROR", "BEAT", "SYNC", "CANCEL")
-    assert [getattr(wire, kind) for kind in kinds] == [getattr(current, kind) for kind in kinds]
-    assert sorted(wire.KINDS) == sorted(current._FIELDS)
-    for kind, struct in wire.KINDS.items():
-        assert len(struct.__struct_fields__) == len(current._FIELDS[kind])
-
-
-def test_the_rules_are_the_directory_s():
-    """RULES says what core/directory.py's `_FIELDS` says, read as this release's first version checks it."""
-    as_types = {
-        "integer": (int,),
-        "text": (str,),
-        "name": current._NAME,
-        "bytes": (bytes,),
-        "bytes or nil": (bytes, type(None)),
-        "string or nil": (str, type(None)),
-        "boolean": (bool,),
-        "outcome": (int,),  # and below len(OUTCOMES): `_checked`
-    }
-    assert {kind: tuple(as_types[rule] for rule in rules) for kind, rules in RULES.items()} == current._FIELDS
-
-
-@pytest.mark.parametrize(("kind", "index"), FIELD_CASES, ids=[f"kind {k} field {i}" for k, i in FIELD_CASES])
-def test_the_directory_s_check_takes_and_drops_the_same_values(kind, index):
-    rule = RULES[kind][index - 1]
-    for value in TAKEN[rule]:
-        assert directory_verdict(with_field(kind, index, value))[0] == "taken", (rule, value)
-    for value in DROPPED[rule]:
-        assert directory_verdict(with_field(kind, index, value))[0] == "malformed", (rule, value)
-
-
-def _directory() -> current.Directory:
-    directory = current.Directory(make_bridge(), RecordingBus(), "i0")
-    directory.peers["b1c2d3e4f5a6"] = NOW  # the forwarded call's shortcut for a known instance, taken too
-    return directory
-
-
-DIRECTORY = _directory()
-
-
-def directory_verdict(message: list) -> tuple[str, Any]:
-    """What core/directory.py of the first release of wire version 2 makes of `message` sent alone."""
-    before = DIRECTORY.dropped["malformed"]
-    (read,) = msgspec.msgpack.decode(payload(message), type=list[list[Any]])
-    kind = DIRECTORY._checked(read, NOW)
-    if kind is not None:
-        return "taken", read
-    return ("malformed" if DIRECTORY.dropped["malformed"] > before else "ignored"), None
-
-
-@hypothesis.settings(max_examples=1000, deadline=None, derandomize=True)
-@hypothesis.given(any_messages())
-def test_messages_are_taken_ignored_and_dropped_as_the_directory_s_own_check_does(message):
-    expected, fields = directory_verdict(message)
-    kind = message[0] if message else None
-    if type(kind) is float and kind in (APP, RESULT) and expected == "taken":
-        # `_checked`'s shortcuts for a forwarded call and its result compare the kind with `==`,
-        # so 3.0 passes there; its own rule, and its longer path, take integers only.
-        expected = "malformed"
-    outcome, read = verdict(message)
-    assert outcome == expected, (message, read)
-    if outcome == "taken":
-        assert read.__struct_config__.tag == kind
-        assert msgspec.structs.astuple(read) == tuple(fields[1 : len(RULES[kind]) + 1])

@@ -26,7 +26,8 @@ from test_cluster import ServeProcess, sees, text_of
 from test_observability import m, scrape
 
 from clientmcp_fast.core.bus_auth import BusAuth
-from clientmcp_fast.core.directory import BEAT, DEAD_AFTER, MAX_INTEGER, STATE, SYNC, WIRE_VERSION, subject_id
+from clientmcp_fast.core.directory import DEAD_AFTER, subject_id
+from clientmcp_fast.core.wire import BEAT, MAX_INTEGER, STATE, SYNC, WIRE_VERSION
 
 nats = pytest.importorskip("nats", reason="the cluster needs nats-py (pip install 'clientmcp-fast[nats]')")
 

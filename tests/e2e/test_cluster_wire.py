@@ -25,10 +25,11 @@ from test_cluster import gone, sees, text_of
 
 from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.bus_auth import BusAuth
-from clientmcp_fast.core.directory import BEAT, STATE, WIRE_VERSION, Directory
+from clientmcp_fast.core.directory import Directory
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.register import parse_register
 from clientmcp_fast.core.tokens import TokenVerifier
+from clientmcp_fast.core.wire import BEAT, WIRE_VERSION, Beat, State
 from clientmcp_fast.net.nats import _encode
 
 nats = pytest.importorskip("nats", reason="the cluster needs nats-py (pip install 'clientmcp-fast[nats]')")
@@ -91,8 +92,8 @@ class ScriptedInstance:
         async def beat() -> None:
             while True:
                 self.directory.on_timer(time.monotonic())
-                beats = [item for item in self.held if item[1][0] == BEAT]
-                self.held = [item for item in self.held if item[1][0] != BEAT]
+                beats = [item for item in self.held if type(item[1]) is Beat]
+                self.held = [item for item in self.held if type(item[1]) is not Beat]
                 await self.publish(*beats)
                 await asyncio.sleep(0.25)
 
@@ -152,7 +153,7 @@ async def test_out_of_order_states_gone_and_sync_on_nats_leave_the_newest_state(
         app.declare("one", "two")
         directory.registered(app)
         (newer,) = peer.take()
-        assert older[1][0] == newer[1][0] == STATE and older[1][6] < newer[1][6]
+        assert type(older[1]) is type(newer[1]) is State and older[1].seq < newer[1].seq
         marker = ScriptedApp("marker-1", "m")
         directory.attached(
             marker, time.monotonic()

@@ -1,0 +1,312 @@
+"""Calls between the instances of a cluster: apps held elsewhere, and calls run here for agents elsewhere.
+
+An app connected to another instance stands in the bridge's `apps` as a `RemoteApp`, an
+`App` (core/apps.py) whose `send` forwards the bridge's `call` and `cancel` to the
+instance holding it; what that instance answers comes back to `Forwarding.answered`. A call
+an agent made on another instance runs here as a `ForwardedCall`, whose end goes back. So a
+tools/call, its timeout, streaming, cancellation and every outcome run through the same
+`Bridge` code as a local call.
+
+Which instance holds an app, and which instances may still call (docs/scaling.md,
+Membership, Calls that never run late), is the directory's (core/directory.py): it tells
+this module which apps to hold and which calls to refuse.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from clientmcp_fast.core import outcomes
+from clientmcp_fast.core.calls import Call
+from clientmcp_fast.core.counters import DISCONNECTED, NOT_REGISTERED, TIMEOUT, TOO_LARGE, UNKNOWN_TOOL
+from clientmcp_fast.core.counters import RESULT as ANSWERED
+from clientmcp_fast.core.jsonrpc import encode_json
+from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
+from clientmcp_fast.core.wire import Error, Result, ToApp
+from clientmcp_fast.log import logger
+from clientmcp_fast.speedups import result_shape
+
+if TYPE_CHECKING:
+    from clientmcp_fast.core.apps import App
+    from clientmcp_fast.core.bridge import Bridge
+    from clientmcp_fast.core.directory import Bus
+
+# The other side checked the register against its own limit already.
+_ANY_NUMBER = 1 << 30
+
+
+class Forwarded(msgspec.Struct, gc=False):
+    """A `call` or `cancel` the bridge wrote for a remote app, read back on the app's instance."""
+
+    type: str
+    id: str
+    name: str | msgspec.UnsetType = msgspec.UNSET
+    arguments: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+decode_forwarded = msgspec.json.Decoder(Forwarded).decode
+
+
+class RemoteApp:
+    """An app connected to another instance: the bridge's `App` (core/apps.py), which forwards what it is sent."""
+
+    __slots__ = (
+        "forwarding",
+        "client_id",
+        "instance",
+        "epoch",
+        "toolset",
+        "calls",
+        "congested_since",
+        "last_seen",
+        "seq",
+        "kept",
+        "over_bound",
+        "subject",
+    )
+
+    def __init__(
+        self, forwarding: Forwarding, client_id: str, instance: str, epoch: int, seq: int, subject: str
+    ) -> None:
+        self.forwarding = forwarding
+        self.subject = subject  # its instance's, where its calls go
+        self.client_id = client_id
+        self.instance = instance
+        self.epoch = epoch
+        self.toolset: ToolSet | None = None
+        self.calls: dict[str, Call] = {}
+        self.congested_since = None  # the app's own instance answers busy
+        self.last_seen = math.inf  # its own instance closes it when idle
+        self.seq = seq  # of the latest STATE applied (docs/scaling.md, Ordering)
+        # docs/scaling.md, Apps held elsewhere: its tool set counts against the bound; or, the
+        # bound was reached, so its tools are not kept here (agents get TOOLS_NOT_KEPT).
+        self.kept = False
+        self.over_bound = False
+
+    def send(self, message: bytes) -> None:
+        """A `call` or `cancel` the bridge wrote for this app: to its instance."""
+        forwarding = self.forwarding
+        forwarding.bus.send(
+            self.subject,
+            ToApp(
+                forwarding.instance,
+                self.client_id,
+                self.epoch,
+                message,
+                forwarding.timeout_ms,
+                forwarding.floors.get(self.instance, 0),
+            ),
+        )
+
+    def close(self, code: int, reason: str, now: float) -> None:
+        """Replaced (or the bridge ends): its calls fail now; the connection is closed where it is."""
+        self.forwarding.drop(self, now)
+
+    def call_ended(self, call: Call, outcome: int) -> None:
+        """A call to this app ended: counted as forwarded (docs/operations.md, Metrics)."""
+        # A call over 4 MiB is refused by the bridge before it is sent, as for a local app: it
+        # never left this instance, so it is not forwarded. The only too_large of a forwarded
+        # call is the bus's refusal, counted where its ERROR is read (`Forwarding.answered`).
+        if outcome != TOO_LARGE:
+            self.forwarding.bridge.counters.forwarded[outcome] += 1
+
+    def unregistered_text(self) -> str:
+        """The tool error while its tools are unknown here: not registered, or not kept for the bound."""
+        return outcomes.TOOLS_NOT_KEPT if self.over_bound else outcomes.NOT_REGISTERED
+
+
+class ForwardedCall(Call):
+    """A call an agent made on another instance, run here on the local app; its end goes back."""
+
+    __slots__ = ("forwarding", "origin", "origin_id", "client_id", "subject", "outcome")
+
+    # The agent's instance, which owns the call, writes its log line; here it is counted in
+    # the cluster's metrics only (docs/operations.md, Log events).
+    log_line = False
+
+    def __init__(
+        self, forwarding: Forwarding, origin: str, origin_id: str, client_id: str, subject: str
+    ) -> None:
+        self.init_call(False)  # the agent's instance streams, not this one
+        self.forwarding = forwarding
+        self.origin = origin
+        self.origin_id = origin_id
+        self.client_id = client_id
+        self.subject = subject  # the agent's instance's
+        self.outcome = ANSWERED  # how it ended, set before `call_error` (`ended`)
+
+    def ended(self, outcome: int) -> None:
+        """Counted as served (docs/operations.md, Metrics); its ERROR tells the agent's instance how it ended."""
+        self.outcome = outcome
+        self.forwarding.bridge.counters.served[outcome] += 1
+
+    def _reply(self, message: Result | Error) -> None:
+        forwarding = self.forwarding
+        forwarding.running.pop((self.origin, self.origin_id), None)
+        forwarding.bus.send(self.subject, message)
+
+    def call_result(self, result: bytes, has_result_type: bool) -> None:
+        self._reply(Result(self.client_id, self.origin_id, bytes(result), has_result_type))
+
+    def call_error(self, text: str) -> None:
+        self._reply(Error(self.client_id, self.origin_id, text, self.outcome))
+
+    def call_slow(self) -> None:  # pragma: no cover - never wants a stream
+        pass
+
+    def call_tick(self) -> None:  # pragma: no cover
+        pass
+
+    def refuse(self, outcome: int, text: str) -> None:
+        """It never reaches the app here: served with `outcome`, its agent told `text`."""
+        self.ended(outcome)
+        self.call_error(text)
+
+
+class Forwarding:
+    """This instance's side of the calls crossing instances: the apps held elsewhere, the calls run here for others."""
+
+    def __init__(self, bridge: Bridge, bus: Bus, instance: str, floors: dict[str, int]) -> None:
+        self.bridge = bridge
+        self.bus = bus
+        self.instance = instance
+        self.timeout_ms = int(
+            bridge.limits.call_timeout * 1000
+        )  # sent with each call (Calls that never run late)
+        # Per instance, the sequence of its latest SYNC applied here: the directory's, sent with
+        # each call (docs/scaling.md, Calls that never run late).
+        self.floors = floors
+        self.remote: dict[str, RemoteApp] = {}  # client ID -> the app held elsewhere the bridge has
+        self.running: dict[tuple[str, str], ForwardedCall] = {}  # (origin, its call ID) -> the call here
+        # docs/scaling.md, Apps held elsewhere: how many remote apps' tool sets are kept here.
+        self.kept = 0
+        self.max_kept = bridge.limits.max_remote_apps
+        self.not_kept = 0  # times an app's tools were not kept for the bound (a metric)
+        self._warn_at = -math.inf
+
+    # -- apps held elsewhere -------------------------------------------------------------------
+
+    def hold(self, app: RemoteApp, now: float) -> None:
+        """A connection elsewhere holds its client ID: the bridge's app for it from now on."""
+        self.bridge.hold(app, now)  # closes the app it replaces, which may be a remote one
+        self.remote[app.client_id] = app
+
+    def drop(self, app: RemoteApp, now: float) -> None:
+        """A remote app leaves the bridge (gone, replaced, unreachable): its calls fail now."""
+        client_id = app.client_id
+        if self.remote.get(client_id) is app:
+            del self.remote[client_id]
+        if app.kept:
+            app.kept = False
+            self.kept -= 1
+        self.bridge.forget(app, now)
+
+    def is_remote(self, app: App) -> bool:
+        """Whether `app` is the bridge's app held by another instance."""
+        return self.remote.get(app.client_id) is app
+
+    def retool(self, app: RemoteApp, tools: bytes, text: str | None, now: float) -> None:
+        """A remote app's tools, kept within the bound of docs/scaling.md, Apps held elsewhere."""
+        if not app.kept:
+            if self.kept >= self.max_kept:
+                self._not_kept(app, now)
+                return
+            app.kept = True
+            app.over_bound = False
+            self.kept += 1
+        try:
+            toolset = parse_register(
+                msgspec.Raw(tools),
+                msgspec.UNSET if text is None else msgspec.Raw(encode_json(text)),
+                _ANY_NUMBER,
+            )
+        except RegisterError:  # pragma: no cover - the app's instance accepted it
+            return
+        self.bridge.retool(app, toolset)
+
+    def _not_kept(self, app: RemoteApp, now: float) -> None:
+        """The bound of remote apps is reached: this one is known to be online, without its tools."""
+        if not app.over_bound:
+            app.over_bound = True
+            self.not_kept += 1
+        if now >= self._warn_at:  # at most a line a minute, however many apps are over
+            self._warn_at = now + 60.0
+            logger.warning(
+                "cluster: this instance keeps the tools of %d apps held elsewhere (--max-remote-apps); "
+                "agents here get a tool error for the others",
+                self.max_kept,
+            )
+
+    def forget_apps_of(self, instance: str, now: float, before: int) -> list[RemoteApp]:
+        """`instance`'s apps held here stated before sequence `before` leave the bridge; those apps."""
+        gone = [app for app in self.remote.values() if app.instance == instance and app.seq < before]
+        for app in gone:
+            self.drop(app, now)
+        return gone
+
+    def answered(self, message: Result | Error, now: float) -> None:
+        """The app's instance answered a call to a remote app: the agent here gets it."""
+        app = self.remote.get(message.client_id)
+        if app is None:
+            return
+        call = app.calls.pop(message.call_id, None)
+        if call is None:
+            return  # timed out, cancelled or failed already
+        if type(message) is Result:
+            # Its shape is read again (a walk of bytes the app's instance checked), so that
+            # this instance, which owns the call, counts a tool error from the app as one.
+            result = msgspec.Raw(message.result)
+            self.bridge.complete(call, result, result_shape(result), now)
+            return
+        if message.outcome == TOO_LARGE:  # the call or its answer was too large for the bus
+            self.bridge.counters.forwarded[TOO_LARGE] += 1
+        self.bridge.fail(call, message.outcome, message.text, now)
+
+    # -- calls run here for agents elsewhere ---------------------------------------------------
+
+    def refuse(self, message: ToApp, forwarded: Forwarded, subject: str) -> None:
+        """A `call` sent before its instance learned that we had started over with it: failed there already."""
+        ForwardedCall(self, message.instance, forwarded.id, message.client_id, subject).refuse(
+            DISCONNECTED, outcomes.DISCONNECTED
+        )
+
+    def call(
+        self, message: ToApp, forwarded: Forwarded, app: App | None, subject: str, now: float, age: float
+    ) -> None:
+        """A `call` for `app` (None: the connection the agent's instance meant is gone), sent `age` seconds ago."""
+        call = ForwardedCall(self, message.instance, forwarded.id, message.client_id, subject)
+        timeout = message.timeout_ms / 1000
+        if age >= timeout:  # its agent was told of the timeout already
+            call.refuse(TIMEOUT, outcomes.timed_out(timeout))
+            return
+        if app is None:
+            call.refuse(DISCONNECTED, outcomes.DISCONNECTED)
+            return
+        toolset = app.toolset
+        tool = toolset.tools.get(forwarded.name) if toolset is not None else None
+        if tool is None:
+            if toolset is None:
+                call.refuse(NOT_REGISTERED, outcomes.NOT_REGISTERED)
+            else:
+                call.refuse(UNKNOWN_TOOL, f"Unknown tool: {forwarded.name}")
+            return
+        arguments = forwarded.arguments
+        self.running[(message.instance, forwarded.id)] = call
+        self.bridge.start_call(app, tool, bytes(arguments), call, now)  # type: ignore[arg-type]
+
+    def cancel(self, origin: str, call_id: str, now: float) -> None:
+        """A `cancel` from the agent's instance: the call it names ends at the app."""
+        call = self.running.pop((origin, call_id), None)
+        if call is not None:
+            self.bridge.abandon(call, now)
+
+    def abandon_calls_from(self, instance: str | None, now: float) -> None:
+        """The calls run here for `instance`'s agents (every instance's: None) end: the apps get `cancel`."""
+        bridge = self.bridge
+        for key, call in list(self.running.items()):
+            if instance is None or key[0] == instance:
+                del self.running[key]
+                bridge.abandon(call, now)
