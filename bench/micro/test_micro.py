@@ -32,7 +32,7 @@ from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.generations import Generations
 from clientmcp_fast.core.http import Exchange, Request, request_with_headers
-from clientmcp_fast.core.limits import Limits
+from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES, Limits
 from clientmcp_fast.core.tokens import TokenVerifier, mint
 from clientmcp_fast.core.websocket import Link
 
@@ -244,7 +244,7 @@ AGENT_REQUEST = (
 def test_read_agent_request(benchmark, http_reader):
     """RequestReader.feed of a whole tools/call request, as an agent sends it (8 headers)."""
     queue = deque()
-    reader = http_reader.RequestReader(queue, 16 * 1024)
+    reader = http_reader.RequestReader(queue, Request, 16 * 1024, MAX_MESSAGE_BYTES)
     benchmark.extra_info["speedups"] = http_reader.__name__
 
     def read():
