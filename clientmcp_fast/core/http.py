@@ -117,27 +117,6 @@ class Request:
         return f"Request({self.method!r}, {self.target!r}, {len(self.headers)} headers)"
 
 
-def request_with_headers(
-    method: bytes,
-    target: bytes,
-    headers: dict[bytes, bytes],
-    repeated: frozenset[bytes] | tuple[()] = (),
-    body: bytes | None = b"",
-    keep_alive: bool = True,
-    http11: bool = True,
-) -> Request:
-    """A request made from a dict of lower-cased header names (a request not read from bytes)."""
-    known: list[bytes | None] = [None] * len(KNOWN_NAMES)
-    others: dict[bytes, bytes] = {}
-    for name, value in headers.items():
-        index = KNOWN_INDEX.get(name)
-        if index is None:
-            others[name] = value
-        else:
-            known[index] = value
-    return Request(method, target, known, others or None, repeated, body, keep_alive, http11)
-
-
 class Exchange:
     """One request being answered: the port through which the core answers it.
 

@@ -7,10 +7,12 @@ import json
 import pytest
 from fakes import (
     NOW,
+    RecordingEvents,
     RecordingLink,
     RecordingWaiter,
     client_text,
     connect,
+    is_open,
     make_bridge,
     register,
     send,
@@ -44,7 +46,7 @@ def test_a_valid_client_token_attaches_the_app_silently():
     channel, link = connect(bridge, "alice-wallet")
     assert channel.client_id == "alice-wallet"
     assert bridge.apps == {"alice-wallet": channel}
-    assert channel.is_open
+    assert is_open(channel)
     assert link.data == b""
     assert link.ends == []
 
@@ -55,7 +57,7 @@ def test_no_token_closes_with_4401_right_after_open():
     assert link.frames() == [(Op.CLOSE, b"\x11\x31no token offered: send it as the second subprotocol")]
     assert link.ends == [True]
     assert bridge.apps == {}
-    assert not channel.is_open
+    assert not is_open(channel)
 
 
 @pytest.mark.parametrize(
@@ -102,7 +104,26 @@ def test_an_established_connection_outlives_its_token():
     channel, link = connect(bridge, None, offered=token("alice", ttl=10))
     register(channel, tool("t"), now=NOW + 3600)
     assert link.texts() == [b'{"type":"registered"}']
-    assert channel.is_open
+    assert is_open(channel)
+
+
+def test_the_event_log_hears_of_connects_refusals_and_closes():
+    events = RecordingEvents()
+    bridge = make_bridge(events=events)
+    alice, _ = connect(bridge, "alice")
+    register(alice, tool("a b"))  # refused: its close follows
+    connect(bridge, None, offered="not-a-jwt")
+    connect(bridge, None, offered=None)  # no token at all: refused before any is read
+    bob, _ = connect(bridge, "bob")
+    bob.close(1000, "bye")
+    assert events.told == [
+        ("app_connected", "alice"),
+        ("register_refused", "alice", 'tools[0] "a b": name has invalid characters'),
+        ("app_closed", "alice", 4400, 'tools[0] "a b": name has invalid characters'),
+        ("app_refused", "token is malformed"),
+        ("app_connected", "bob"),
+        ("app_closed", "bob", 1000, "bye"),
+    ]
 
 
 def test_app_connections_over_the_limit_get_4429_at_open():
@@ -326,7 +347,7 @@ def test_unknown_types_are_ignored(message):
     channel, link = connect(bridge)
     send(channel, message)
     assert link.data == b""
-    assert channel.is_open
+    assert is_open(channel)
 
 
 @pytest.mark.parametrize(
@@ -492,14 +513,14 @@ def test_a_result_is_forwarded_as_sent_with_what_its_shape_says(result, has_resu
     _, channel, link, waiter, call = connected_with_call()
     send(channel, b'{"type":"result","id":"' + call.id.encode() + b'","result":' + result + b"}")
     assert waiter.events == [("result", result, has_result_type)]
-    assert channel.is_open
+    assert is_open(channel)
 
 
 def test_a_result_for_an_unknown_id_is_ignored():
     _, channel, link, waiter, call = connected_with_call()
     send(channel, {"type": "result", "id": "no-such-call", "result": {"content": []}})
     assert link.new_frames() == []
-    assert channel.is_open
+    assert is_open(channel)
     assert waiter.events == []
     assert call.id in channel.calls
 
@@ -509,7 +530,7 @@ def test_a_second_result_for_the_same_id_is_ignored():
     send(channel, {"type": "result", "id": call.id, "result": {"content": [{"type": "text", "text": "1"}]}})
     send(channel, {"type": "result", "id": call.id, "result": {"content": [{"type": "text", "text": "2"}]}})
     assert waiter.events == [("result", b'{"content":[{"type":"text","text":"1"}]}', False)]
-    assert channel.is_open
+    assert is_open(channel)
     assert link.new_frames() == []
 
 

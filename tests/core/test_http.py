@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httptools
 import pytest
+from fakes import request_with_headers
 
 from clientmcp_fast._pure.http_reader import CONTENT_LENGTH, EXPECT, TRANSFER_ENCODING
 from clientmcp_fast.core import http as core_http
@@ -19,7 +20,6 @@ from clientmcp_fast.core.http import (
     MCP_SESSION_ID,
     ORIGIN,
     TEXT_PLAIN,
-    request_with_headers,
     response_message,
 )
 

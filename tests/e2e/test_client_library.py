@@ -14,6 +14,7 @@ import pytest
 from clientmcp_fast import client as client_module
 from clientmcp_fast.client import ClientMCP, accepted, completed, rejected
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
+from clientmcp_fast.core.websocket import OPEN
 
 pytestmark = pytest.mark.anyio
 
@@ -65,7 +66,7 @@ async def test_a_replaced_app_does_not_reconnect(bridge):
         await asyncio.wait_for(older.closed(), 10)
         assert older.close_code == 4409
         await asyncio.sleep(0.3)  # longer than the backoff: a reconnect would have replaced the newer
-        assert bridge.call(lambda s: s.bridge.apps["lib"].is_open)
+        assert bridge.call(lambda s: s.bridge.apps["lib"].ws.state == OPEN)
     await older.close()
 
 

@@ -30,6 +30,7 @@ from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.register import parse_register
 from clientmcp_fast.core.tokens import TokenVerifier
 from clientmcp_fast.net.nats import _encode
+from clientmcp_fast.net.server import new_session_id
 
 nats = pytest.importorskip("nats", reason="the cluster needs nats-py (pip install 'clientmcp-fast[nats]')")
 
@@ -62,7 +63,10 @@ class ScriptedInstance:
     def __init__(self, nc: Any, name: str) -> None:
         self.nc = nc
         bridge = Bridge(
-            Limits(), TokenVerifier([b"a secret no token of these tests carries"]), lambda when: None
+            Limits(),
+            TokenVerifier([b"a secret no token of these tests carries"]),
+            lambda when: None,
+            new_session_id=new_session_id,
         )
         self.directory = Directory(bridge, self, name)
         self.auth = BusAuth((SECRET,), SECRET, name)  # an instance holds the cluster's secret

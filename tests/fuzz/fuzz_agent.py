@@ -25,7 +25,7 @@ break, or an answer that is not JSON-RPC in JSON (or SSE events of it).
 from __future__ import annotations
 
 import orjson
-from fakes import NOW, client_text, connect, make_bridge, register, token, tool
+from fakes import NOW, client_text, connect, is_open, make_bridge, register, token, tool
 
 from clientmcp_fast import speedups
 from clientmcp_fast.core.agent import AgentEndpoint
@@ -169,7 +169,7 @@ def TestOneInput(data: bytes) -> None:
             bridge.on_timer(NOW + 1.5)
             bridge.on_timer(now := NOW + 2.5)
         _answer(alice, mode, now)
-    if b"change" in mode and alice.is_open:
+    if b"change" in mode and is_open(alice):
         register(alice, tool("b"), now=now)
     bridge.on_timer(now)  # the tool change is announced
     bridge.shutdown()  # every call still in flight fails, every stream ends
