@@ -12,6 +12,7 @@ HOT_PATHS = ("frames", "routing", "http_reader", "splice")
 TYPED = (
     "core.memo",
     "core.counters",
+    "core.events",
     "core.http",
     "core.jsonrpc",
     "core.tokens",

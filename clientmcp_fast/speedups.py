@@ -54,8 +54,8 @@ def build() -> str:
     return "mixed"
 
 
-# Opcodes, fixed frames, route kinds, the reader's state bits and result shapes are plain
-# constants: one definition serves both twins.
+# Opcodes, fixed frames, route kinds, the request reader's state bits and header names, and
+# result shapes are plain constants: one definition serves both twins.
 from clientmcp_fast._pure.errors import FrameError  # noqa: E402
 from clientmcp_fast._pure.frames import (  # noqa: E402
     EXACT_PING,
@@ -71,6 +71,8 @@ from clientmcp_fast._pure.frames import (  # noqa: E402
 )
 from clientmcp_fast._pure.http_reader import (  # noqa: E402
     EXPECTS_CONTINUE,
+    KNOWN_INDEX,
+    KNOWN_NAMES,
     READING_BODY,
     READING_HEAD,
     REFUSED,
@@ -131,6 +133,8 @@ __all__ = [
     "ROUTE_MCP",
     "ROUTE_NOT_FOUND",
     "EXPECTS_CONTINUE",
+    "KNOWN_INDEX",
+    "KNOWN_NAMES",
     "READING_BODY",
     "READING_HEAD",
     "REFUSED",

@@ -31,7 +31,7 @@ from clientmcp_fast._speedups import frames as compiled_frames  # noqa: E402
 from clientmcp_fast._speedups import http_reader as compiled_http_reader  # noqa: E402
 from clientmcp_fast._speedups import routing as compiled_routing  # noqa: E402
 from clientmcp_fast._speedups import splice as compiled_splice  # noqa: E402
-from clientmcp_fast.core.http import KNOWN_NAMES, MCP_SESSION_ID
+from clientmcp_fast.core.http import KNOWN_NAMES, MCP_SESSION_ID, Request
 
 MAX = 4 * 1024 * 1024
 
@@ -515,11 +515,11 @@ _ENDINGS = [
 ]
 
 
-def _read(module, chunks: list[bytes]) -> tuple:
+def _read(module, chunks: list[bytes], max_body: int = MAX) -> tuple:
     from collections import deque
 
     queue: deque = deque()
-    reader = module.RequestReader(queue, 16 * 1024)
+    reader = module.RequestReader(queue, Request, 16 * 1024, max_body)
     returned = [reader.feed(chunk) for chunk in chunks]
     requests = [
         (r.method, r.target, r.headers, set(r.repeated), r.body, r.keep_alive, r.http11, r.known, r.others)
@@ -577,6 +577,26 @@ def test_request_reader_feed_returns_its_state(module):
     assert _read(module, chunks)[3] == [head, body | expects, 0]
     chunks = [b"POST /mcp HTTP/1.1\r\nX: 1\r\n", b"\x00\r\n\r\n", b"GET / HTTP/1.1\r\n\r\n"]
     assert _read(module, chunks)[3] == [head, refused, refused]  # and nothing more is read
+
+
+@pytest.mark.parametrize("max_body", [0, 9, 10, 99_999, 100_000])
+def test_request_reader_bounds_bodies_by_the_limit_it_is_given(max_body):
+    # The limit is the caller's (MAX_MESSAGE_BYTES on the bridge): a body over it is read no
+    # further, its request is the last (answered 413), whether its length is said or chunked.
+    stated = b"POST /mcp HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % max_body + b"x" * max_body
+    over = b"POST /mcp HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % (max_body + 1) + b"x" * (max_body + 1)
+    chunked = b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n" % (max_body + 1)
+    chunked += b"y" * (max_body + 1) + b"\r\n0\r\n\r\n"
+    for stream, bodies in (
+        (stated + stated, [b"x" * max_body] * 2),
+        (stated + over + stated, [b"x" * max_body, None]),
+        (chunked + stated, [None]),
+    ):
+        for chunks in ([stream], [stream[i : i + 7] for i in range(0, len(stream), 7)]):
+            pure = _read(pure_http_reader, chunks, max_body)
+            assert pure == _read(compiled_http_reader, chunks, max_body)
+            assert [request[4] for request in pure[0]] == bodies
+            assert pure[2][3] is (None in bodies)  # stopped after a body too large
 
 
 @pytest.mark.parametrize("module", [pure_http_reader, compiled_http_reader], ids=["pure", "compiled"])
@@ -652,8 +672,9 @@ import sys, types
 from collections import deque
 sys.modules["httptools"] = types.ModuleType("httptools")
 from clientmcp_fast._speedups import http_reader
+from clientmcp_fast.core.http import Request
 queue = deque()
-reader = http_reader.RequestReader(queue, 4096)
+reader = http_reader.RequestReader(queue, Request, 4096, 4 * 1024 * 1024)
 reader.feed(b"POST /mcp HTTP/1.1\\r\\nHost: a\\r\\nX: 1\\r\\nx: 2\\r\\nContent-Length: 2\\r\\n\\r\\n{}")
 reader.feed(b"GET /connect HTTP/1.1\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n\\r\\ntail")
 loaded = [name for name in sys.modules if name.startswith("httptools.")]
@@ -716,13 +737,13 @@ class _FailingQueue(list):
 @pytest.mark.parametrize("module", [pure_http_reader, compiled_http_reader], ids=["pure", "compiled"])
 def test_an_exception_inside_the_request_reader_is_raised_not_made_a_400(module):
     """Only the peer's bytes make a refusal: an error of the bridge's own surfaces as itself (as httptools does)."""
-    reader = module.RequestReader(_FailingQueue(), 16 * 1024)
+    reader = module.RequestReader(_FailingQueue(), Request, 16 * 1024, MAX)
     with pytest.raises(MemoryError, match="^injected$"):
         reader.feed(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     assert reader.refusal is None
-    refused = module.RequestReader([], 16 * 1024)
+    refused = module.RequestReader([], Request, 16 * 1024, MAX)
     refused.feed(b"BAD REQUEST LINE\r\n\r\n")
     assert refused.refusal == (400, "malformed HTTP request")
-    too_large = module.RequestReader([], 64)
+    too_large = module.RequestReader([], Request, 64, MAX)
     too_large.feed(b"GET /" + b"u" * 100 + b" HTTP/1.1\r\n\r\n")
     assert too_large.refusal is not None and too_large.refusal[0] == 431

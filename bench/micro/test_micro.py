@@ -31,10 +31,12 @@ from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.generations import Generations
-from clientmcp_fast.core.http import Exchange, Request, request_with_headers
-from clientmcp_fast.core.limits import Limits
+from clientmcp_fast.core.http import Exchange, Request
+from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES, Limits
 from clientmcp_fast.core.tokens import TokenVerifier, mint
 from clientmcp_fast.core.websocket import Link
+from clientmcp_fast.net.server import new_session_id
+from tests.core.fakes import request_with_headers
 
 FRAMES = [pytest.param(pure_frames, id="pure"), pytest.param(compiled_frames, id="compiled")]
 ROUTING = [pytest.param(pure_routing, id="pure"), pytest.param(compiled_routing, id="compiled")]
@@ -197,7 +199,7 @@ class Core:
         verifier = TokenVerifier([SECRET])
         if generations:
             Generations([("agent", f"other-{n}", 1) for n in range(1000)]).attach(verifier)
-        self.bridge = Bridge(Limits(), verifier, lambda when: None)
+        self.bridge = Bridge(Limits(), verifier, lambda when: None, new_session_id=new_session_id)
         self.agents = AgentEndpoint(self.bridge, verifier, None)
         self.channel = AppChannel(self.bridge, DiscardLink(), self.now)
         self.channel.open(mint(SECRET, "client", "bench", 3600, self.now), self.now)
@@ -244,7 +246,7 @@ AGENT_REQUEST = (
 def test_read_agent_request(benchmark, http_reader):
     """RequestReader.feed of a whole tools/call request, as an agent sends it (8 headers)."""
     queue = deque()
-    reader = http_reader.RequestReader(queue, 16 * 1024)
+    reader = http_reader.RequestReader(queue, Request, 16 * 1024, MAX_MESSAGE_BYTES)
     benchmark.extra_info["speedups"] = http_reader.__name__
 
     def read():

@@ -55,7 +55,8 @@ def test_every_harness_writes_a_line_per_call_at_log_info(era, agents, monkeypat
         log.logger.level,
         log.logger.propagate,
         log.debug_enabled,
-        log._writer,
+        log._handler,
+        log._json_lines,
     )
     written = tmp_path / "log"
     monkeypatch.setenv(instructions._LOG_ENV, "info")
@@ -65,7 +66,14 @@ def test_every_harness_writes_a_line_per_call_at_log_info(era, agents, monkeypat
         for _ in range(2):
             one()
     finally:
-        log.logger.handlers[:], log.logger.level, log.logger.propagate, log.debug_enabled, log._writer = saved
+        (
+            log.logger.handlers[:],
+            log.logger.level,
+            log.logger.propagate,
+            log.debug_enabled,
+            log._handler,
+            log._json_lines,
+        ) = saved
     lines = [line for line in written.read_text().splitlines() if " info call " in line]
     assert len(lines) == 2 * agents, lines
     assert all(" tool=echo " in line and " outcome=result " in line for line in lines), lines

@@ -1,7 +1,9 @@
 """HTTP/1.1 request reading on httptools; the pure-Python twin of `_speedups/http_reader.pyx`.
 
-`RequestReader.feed()` turns the bytes of one connection into `Request` objects appended
-to the connection's queue, enforcing the head and body limits of docs/configuration.md. It is
+`RequestReader.feed()` turns the bytes of one connection into requests appended to the
+connection's queue, enforcing the head and body limits of docs/configuration.md. It imports
+nothing of the bridge: the caller says how a request is made (the core's `Request`) and
+what the limits are, as for the frame reader. It is
 httptools' callback object, so each header costs a Python call here; the compiled twin
 drives llhttp from C, the release httptools 0.9.0 carries, compiled into it from
 vendor/llhttp, with no Python call per header. What happens to a request is the
@@ -11,20 +13,49 @@ connection's business.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 import httptools
 
 from clientmcp_fast._pure.errors import RequestRefused
 from clientmcp_fast._pure.routing import ROUTE_CONNECT, route
-from clientmcp_fast.core.http import (
-    CONTENT_LENGTH,
-    EXPECT,
-    KNOWN_INDEX,
-    KNOWN_NAMES,
-    TRANSFER_ENCODING,
-    Request,
+
+# The header names a request keeps by position (`Request.header`, core/http.py) rather than in
+# a dict: those the bridge reads, and those most clients send. The reader finds a name here by
+# its bytes, so a header the bridge reads costs it no hashing, and a read is an index. Defined
+# here, in a module that imports nothing of the bridge, so that both twins read it and the core
+# takes it from them (clientmcp_fast.speedups).
+KNOWN_NAMES = (
+    b"accept",
+    b"accept-encoding",
+    b"access-control-request-headers",
+    b"access-control-request-method",
+    b"authorization",
+    b"cache-control",
+    b"connection",
+    b"content-length",
+    b"content-type",
+    b"expect",
+    b"host",
+    b"last-event-id",
+    b"mcp-method",
+    b"mcp-name",
+    b"mcp-protocol-version",
+    b"mcp-session-id",
+    b"origin",
+    b"sec-websocket-extensions",
+    b"sec-websocket-key",
+    b"sec-websocket-protocol",
+    b"sec-websocket-version",
+    b"transfer-encoding",
+    b"upgrade",
+    b"user-agent",
 )
-from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
+KNOWN_INDEX = {name: index for index, name in enumerate(KNOWN_NAMES)}
+# The positions the reader itself reads by (core/http.py names the bridge's).
+CONTENT_LENGTH = KNOWN_INDEX[b"content-length"]
+EXPECT = KNOWN_INDEX[b"expect"]
+TRANSFER_ENCODING = KNOWN_INDEX[b"transfer-encoding"]
 
 # What `feed` returns: the reader's state once the bytes are parsed, as bits, so that the
 # connection reads it from one number rather than from several attributes per request.
@@ -41,7 +72,10 @@ class RequestReader:
     __slots__ = (
         "_parser",
         "_queue",
+        "_make_request",
         "_max_head",
+        "_max_body",
+        "_max_body_digits",
         "_target",
         "_known",
         "_others",
@@ -60,10 +94,16 @@ class RequestReader:
         "refusal",
     )
 
-    def __init__(self, queue: deque, max_head_bytes: int) -> None:
+    def __init__(
+        self, queue: deque, make_request: Callable[..., object], max_head_bytes: int, max_body_bytes: int
+    ) -> None:
+        """Read into `queue` what `make_request` makes of each request (the core's `Request`), within the limits."""
         self._parser = httptools.HttpRequestParser(self)
         self._queue = queue
+        self._make_request = make_request
         self._max_head = max_head_bytes
+        self._max_body = max_body_bytes
+        self._max_body_digits = len(str(max_body_bytes))  # a length of fewer digits is within the limit
         self._new_message()
         self._reported = False  # a head callback came during the current feed
         self._http11 = True  # the request in progress is HTTP/1.1 (else 1.0)
@@ -71,7 +111,7 @@ class RequestReader:
         self.in_body = False  # a head is complete and its body is not
         self.expect_continue = False  # the request in progress asked for 100 Continue
         self.stopped = False  # no more parsing: an upgrade, a refusal, or a body too large
-        self.upgrade: tuple[Request, bytes] | None = None  # a WebSocket upgrade and the bytes after it
+        self.upgrade: tuple[object, bytes] | None = None  # a WebSocket upgrade and the bytes after it
         self.refusal: tuple[int, str] | None = None  # answered after the requests before it, then close
 
     def feed(self, data: bytes) -> int:
@@ -135,7 +175,7 @@ class RequestReader:
     def _new_message(self) -> None:
         """Forget the last request's pieces: a new one begins."""
         self._target = b""
-        self._known: list[bytes | None] = [None] * len(KNOWN_NAMES)  # see Request
+        self._known: list[bytes | None] = [None] * len(KNOWN_NAMES)  # see KNOWN_NAMES
         self._others: dict[bytes, bytes] | None = None
         self._repeated: dict[bytes, list[bytes]] | None = None  # the values of each repeated header
         self._body: list[bytes] = []
@@ -147,7 +187,7 @@ class RequestReader:
         """The request read so far joins the queue, with this body."""
         repeated = frozenset(self._repeated) if self._repeated else ()
         self._queue.append(
-            Request(
+            self._make_request(
                 self._parser.get_method(),
                 self._target,
                 self._known,
@@ -247,9 +287,9 @@ class RequestReader:
         if encoding is not None and encoding.strip().lower() != b"chunked":
             raise RequestRefused(501, "only the chunked transfer coding is supported")
         length = known[CONTENT_LENGTH]
-        # llhttp accepted the value, so it is digits: only a 7-digit one can pass 4 MiB (a length
-        # compared first, as int() of bytes is one of the dearer steps of reading a head).
-        if length is not None and len(length) >= 7 and int(length) > MAX_MESSAGE_BYTES:
+        # llhttp accepted the value, so it is digits: only one of as many digits as the limit can
+        # pass it (a length compared first, as int() of bytes is one of the dearer steps of reading a head).
+        if length is not None and len(length) >= self._max_body_digits and int(length) > self._max_body:
             self._too_large()
             return
         self.in_body = True
@@ -260,7 +300,7 @@ class RequestReader:
         if self.stopped:
             return
         self._body_size += len(body)
-        if self._body_size > MAX_MESSAGE_BYTES:
+        if self._body_size > self._max_body:
             # The parser may go on through this chunk, unheard.
             self._too_large()
             return

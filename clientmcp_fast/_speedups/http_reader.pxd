@@ -62,9 +62,11 @@ cdef class RequestReader:
     cdef llhttp_t _llhttp
     cdef object _queue
     cdef object _enqueue
+    cdef object _make_request
     cdef Py_ssize_t _max_head
+    cdef Py_ssize_t _max_body
     cdef bytes _target
-    cdef list _known  # by KNOWN_NAMES position: the values of those headers (see Request)
+    cdef list _known  # by KNOWN_NAMES position: the values of those headers
     cdef dict _others  # the other headers, or None
     cdef dict _repeated  # the values of each repeated header
     cdef list _last_values  # by KNOWN_NAMES index: the value last read under that name

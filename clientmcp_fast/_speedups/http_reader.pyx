@@ -22,13 +22,11 @@ from libc.stdint cimport uint64_t
 from libc.string cimport memcmp, memcpy, memset
 
 from clientmcp_fast._pure import http_reader as twin
+from clientmcp_fast._pure.http_reader import EXPECT, KNOWN_INDEX, KNOWN_NAMES, TRANSFER_ENCODING
 from clientmcp_fast._pure.routing import ROUTE_CONNECT
-from clientmcp_fast.core.http import EXPECT, KNOWN_INDEX, KNOWN_NAMES, TRANSFER_ENCODING, Request
-from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
 from clientmcp_fast._speedups.routing import route
 
-cdef Py_ssize_t MAX_BODY = MAX_MESSAGE_BYTES
 # The bits `feed` returns, as the twin defines them.
 cdef int READING_HEAD = twin.READING_HEAD
 cdef int READING_BODY = twin.READING_BODY
@@ -46,7 +44,7 @@ llhttp_settings_init(&SETTINGS)
 
 # -- header names ------------------------------------------------------------------------------
 
-# `KNOWN_NAMES` (core/http.py) as C data, so that finding a name walks plain arrays (the
+# `KNOWN_NAMES` (the twin's) as C data, so that finding a name walks plain arrays (the
 # tuple keeps the bytes alive).
 cdef Py_ssize_t KNOWN_COUNT = len(KNOWN_NAMES)
 cdef Py_ssize_t KNOWN_SIZES[32]
@@ -207,12 +205,15 @@ cdef class RequestReader:
         memset(&self._name, 0, sizeof(Span))
         memset(&self._value, 0, sizeof(Span))
 
-    def __init__(self, object queue, Py_ssize_t max_head_bytes):
+    def __init__(self, object queue, object make_request, Py_ssize_t max_head_bytes, Py_ssize_t max_body_bytes):
+        """Read into `queue` what `make_request` makes of each request (the core's `Request`), within the limits."""
         llhttp_init(&self._llhttp, HTTP_REQUEST, &SETTINGS)
         self._llhttp.data = <void*>self
         self._queue = queue
         self._enqueue = queue.append  # looked up once, not per request
+        self._make_request = make_request
         self._max_head = max_head_bytes
+        self._max_body = max_body_bytes
         self._last_values = [None] * KNOWN_COUNT
         self._new_message()
         self._reported = False
@@ -313,7 +314,9 @@ cdef class RequestReader:
     cdef _add_request(self, object body, bint keep_alive):
         repeated = frozenset(self._repeated) if self._repeated else ()
         self._enqueue(
-            Request(self._method(), self._target, self._known, self._others, repeated, body, keep_alive, self._http11)
+            self._make_request(
+                self._method(), self._target, self._known, self._others, repeated, body, keep_alive, self._http11
+            )
         )
 
     cdef _too_large(self):
@@ -448,7 +451,7 @@ cdef class RequestReader:
                 self._pending = (501, "only the chunked transfer coding is supported")
                 return 1
         # llhttp has read Content-Length as a number (0 without one; with two, it refused).
-        if self._llhttp.content_length > <uint64_t>MAX_BODY:
+        if self._llhttp.content_length > <uint64_t>self._max_body:
             self._too_large()
             return 0
         self.in_body = True
@@ -460,7 +463,7 @@ cdef class RequestReader:
         if self.stopped:
             return 0
         self._body_size += length
-        if self._body_size > MAX_BODY:
+        if self._body_size > self._max_body:
             self._too_large()
             return 0
         piece = PyBytes_FromStringAndSize(at, length)

@@ -104,7 +104,14 @@ class AgentEndpoint:
             preflight(exchange, origin, cors)
             return
         grant = authenticate(
-            self.verifier, self._bearer_cache, exchange, request.header(AUTHORIZATION), path_token, cors, now
+            self.verifier,
+            self._bearer_cache,
+            exchange,
+            request.header(AUTHORIZATION),
+            path_token,
+            cors,
+            now,
+            self.bridge.events,
         )
         if grant is None:
             return

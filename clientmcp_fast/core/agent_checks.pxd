@@ -3,13 +3,15 @@
 
 cimport cython
 
+from clientmcp_fast.core.events cimport EventLog
 from clientmcp_fast.core.memo cimport remember
 from clientmcp_fast.core.tokens cimport Grant, TokenVerifier
 
 
 cpdef str header_text(bytes value, dict known)
 cpdef remember_value(dict memo, bytes value, meaning)
-cpdef authenticate(TokenVerifier verifier, dict cache, exchange, authorization, path_token, cors, now)
+cpdef authenticate(TokenVerifier verifier, dict cache, exchange, authorization, path_token, cors, now,
+                   EventLog events)
 @cython.locals(capacity=double, allowance=double, wait=double, seconds=Py_ssize_t)
 cpdef Py_ssize_t over_rate(Grant grant, double rate, double now)
 cpdef media_accepted(dict cache, accept)

@@ -10,12 +10,12 @@ import re
 
 from clientmcp_fast.core import jsonrpc
 from clientmcp_fast.core.agent_context import JSON_HEADERS
+from clientmcp_fast.core.events import EventLog
 from clientmcp_fast.core.http import Exchange, Headers
 from clientmcp_fast.core.jsonrpc import INVALID_REQUEST, NULL_ID
 from clientmcp_fast.core.memo import remember
 from clientmcp_fast.core.param_headers import decode_header_value
 from clientmcp_fast.core.tokens import ROLE_AGENT, Grant, TokenError, TokenVerifier
-from clientmcp_fast.log import logger
 
 ALLOW = (b"allow", b"GET, POST, OPTIONS")
 
@@ -101,10 +101,12 @@ def authenticate(
     path_token: bytes,
     cors: Headers,
     now: float,
+    events: EventLog,
 ) -> Grant | None:
     """The grant of the agent token (its client ID, scope, limits); None after answering 401 (ClientMCP v1 §4).
 
-    `cache` remembers the token of each Authorization value (see `remember_value`).
+    `cache` remembers the token of each Authorization value (see `remember_value`); `events`
+    is told of each 401 (at `debug`).
     """
     token = None
     if authorization is not None:
@@ -124,7 +126,7 @@ def authenticate(
         except TokenError as error:
             problem = str(error)
             challenge = b'Bearer error="invalid_token"'
-    logger.debug("agent refused: %s", problem)
+    events.agent_unauthorized(problem)
     exchange.respond(
         401,
         (*JSON_HEADERS, *cors, (b"www-authenticate", challenge)),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -82,7 +81,7 @@ def _initialize(bridge: Bridge, context: Context, id_json: bytes, params: Params
     if text is not None:
         body["instructions"] = text
     # The session id only namespaces the ids a notifications/cancelled names (ClientMCP v1 §4.1).
-    session = os.urandom(16).hex().encode()  # secrets.token_hex, without importing `secrets`
+    session = bridge.new_session_id()
     context.reply(jsonrpc_result(id_json, encode_json(body)), ((b"mcp-session-id", session),))
 
 

@@ -4,11 +4,8 @@ cimport cython
 
 from clientmcp_fast.core.calls cimport Call, InFlightCalls
 from clientmcp_fast.core.counters cimport Counters
+from clientmcp_fast.core.events cimport EventLog
 from clientmcp_fast.core.tokens cimport Grant, TokenVerifier
-
-
-cdef class CallLog:
-    cpdef ended(self, call, Py_ssize_t outcome, double seconds)
 
 
 cdef class Bridge:
@@ -29,9 +26,9 @@ cdef class Bridge:
     cdef public set _announcing
     cdef public object router
     cdef public Counters counters
-    cdef public CallLog call_log
+    cdef public EventLog events
     cdef public Py_ssize_t max_calls_per_token
-    cdef public object refusal_log
+    cdef public object new_session_id
 
     cpdef complete(self, Call call, result, Py_ssize_t shape, double now)
     cpdef fail(self, Call call, Py_ssize_t outcome, text, double now)

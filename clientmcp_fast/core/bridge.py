@@ -25,6 +25,7 @@ from clientmcp_fast.core.counters import (
     TOOL_ERROR,
     Counters,
 )
+from clientmcp_fast.core.events import EventLog
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES, Limits
 from clientmcp_fast.core.messages import cancel_message
 from clientmcp_fast.core.register import EMPTY_TOOLSET, Tool, ToolSet
@@ -53,29 +54,6 @@ class NotificationStream(Protocol):
         """The bridge ends the stream on its own (shutdown)."""
 
 
-class CallLog:
-    """Where each finished tools/call is told, for its log line (clientmcp_fast/net/log_lines.py writes them).
-
-    A base class rather than a Protocol, so that compiled, the bridge's call per call is a C
-    call: the net layer's `CallLog` derives from it, and so do the records clientmcp_fast/log.py
-    makes for handlers it did not set.
-    """
-
-    __slots__ = ()
-
-    def ended(self, call: object, outcome: int, seconds: float) -> None:
-        """The call ended with `outcome` (core/counters.py) after `seconds`; 0 if it never reached an app."""
-        raise NotImplementedError
-
-
-class RefusalLog:
-    """Where each agent refused for its token's scope or limits is told (clientmcp_fast/net/log_lines.py)."""
-
-    def refused(self, reason: int, client_id: str, now: float) -> None:
-        """An agent of `client_id` was refused for `reason` (core/counters.py, REFUSALS) at `now`."""
-        raise NotImplementedError
-
-
 class Bridge:
     """Online apps by client ID, their tool sets and calls, and who listens for changes."""
 
@@ -97,9 +75,9 @@ class Bridge:
         "_announcing",
         "router",
         "counters",
-        "call_log",
+        "events",
         "max_calls_per_token",
-        "refusal_log",
+        "new_session_id",
     )
 
     def __init__(
@@ -108,6 +86,9 @@ class Bridge:
         verifier: TokenVerifier,
         wake: Callable[[float], None],
         max_app_connections: int | None = None,
+        *,
+        new_session_id: Callable[[], bytes],
+        events: EventLog | None = None,
     ) -> None:
         self.limits = limits
         self.verifier = verifier
@@ -136,11 +117,11 @@ class Bridge:
         # replaces the single process's, which has nothing to tell.
         self.router: AppRouter = LOCAL
         self.counters = Counters()  # read by the metrics collector (docs/operations.md)
-        self.call_log: CallLog | None = None  # set by the I/O side when a line per call is logged
+        # What is logged (core/events.py): the I/O side's event log; the base class logs nothing.
+        self.events = events if events is not None else EventLog()
         self.max_calls_per_token = limits.agent_max_calls  # 0: no limit (docs/configuration.md)
-        # Told of each agent refused for its token's scope or limits (`refused_agent`), for the
-        # log lines the I/O side writes at most so often (net/log_lines.py); None: no lines.
-        self.refusal_log: RefusalLog | None = None
+        # A fresh random MCP session id, from the I/O side: the core reads no random source.
+        self.new_session_id = new_session_id
 
     # -- apps connected here (the I/O layer's calls) ------------------------------------------
 
@@ -271,23 +252,20 @@ class Bridge:
         timeout = self.calls.timeout
         seconds = now - deadline + timeout
         self.counters.call_ended(outcome, seconds, call.streaming)
-        if self.call_log is not None:
-            self.call_log.ended(call, outcome, seconds)
+        self.events.call_ended(call, outcome, seconds)
         call.ended(outcome)
         call.app.call_ended(call, outcome)
 
     def refused_call(self, call: Call, outcome: int) -> None:
         """A tools/call answered without reaching an app (offline, no register, unknown tool, busy)."""
         self.counters.calls_ended[outcome] += 1
-        if self.call_log is not None:
-            self.call_log.ended(call, outcome, 0.0)
+        self.events.call_ended(call, outcome, 0.0)
         call.ended(outcome)
 
     def refused_agent(self, reason: int, client_id: str, now: float) -> None:
-        """An agent was refused for its token's scope or limits: counted, and told to the refusal log."""
+        """An agent was refused for its token's scope or limits: counted, and told to the event log."""
         self.counters.refusals[reason] += 1
-        if self.refusal_log is not None:
-            self.refusal_log.refused(reason, client_id, now)
+        self.events.agent_refused(reason, client_id, now)
 
     # -- notification streams ---------------------------------------------------------------
 

@@ -7,7 +7,6 @@ everything that spans connections to the `Bridge`.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -26,7 +25,6 @@ from clientmcp_fast.core.websocket import (
     check_upgrade,
     offered_subprotocols,
 )
-from clientmcp_fast.log import event
 from clientmcp_fast.speedups import PONG_FRAME, SHAPE_BAD, result_shape
 
 if TYPE_CHECKING:
@@ -95,12 +93,11 @@ class AppChannel(MessageHandler):
         try:
             client_id = bridge.verifier.verify(token, ROLE_CLIENT, now, remember=False)
         except TokenError as error:
-            event(logging.WARNING, "app_refused", reason=str(error))
+            bridge.events.app_refused(str(error))
             self.ws.close(4401, str(error))
             return
         self.client_id = client_id
-        if bridge.call_log is not None:  # info: a line per connect and close too
-            event(logging.INFO, "app_connected", client_id=client_id)
+        bridge.events.app_connected(client_id)
         bridge.attach(self, now)
 
     def receive_data(self, data: bytes, now: float) -> None:
@@ -158,8 +155,7 @@ class AppChannel(MessageHandler):
         bridge = self.bridge
         bridge.counters.closed(code)
         if self.client_id is not None:
-            if bridge.call_log is not None:
-                event(logging.INFO, "app_closed", client_id=self.client_id, code=code, reason=reason)
+            bridge.events.app_closed(self.client_id, code, reason)
             bridge.detach(self, self.last_seen)
 
     def on_text(self, payload: bytes) -> None:
@@ -212,7 +208,7 @@ class AppChannel(MessageHandler):
             toolset = parse_register(message.tools, message.instructions, self.bridge.limits.max_tools)
         except RegisterError as error:
             self.bridge.counters.registers_refused += 1
-            event(logging.INFO, "register_refused", client_id=self.client_id, reason=str(error))
+            self.bridge.events.register_refused(self.client_id, str(error))
             self.ws.close(4400, str(error))
             return
         self.bridge.counters.registers_accepted += 1

@@ -61,7 +61,6 @@ from clientmcp_fast.core.wire import (
     Sync,
     ToApp,
 )
-from clientmcp_fast.log import logger
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.apps import App
@@ -276,19 +275,14 @@ class Directory(AppRouter):
         elif type(message) is Result:  # an app's answer: the agent's instance gets the error instead
             self.bus.send(subject, Error(message.client_id, message.call_id, text, TOO_LARGE))
         else:
-            logger.warning("cluster: a message about %r is over %d bytes: not sent", message.client_id, limit)
+            self.bridge.events.cluster_message_too_large(message.client_id, limit)
 
     def dropped_message(self, reason: str, now: float, detail: str = "") -> None:
         """A bus message not taken (`reason` in DROP_REASONS): counted, and logged at most once a minute per reason."""
         self.dropped[reason] += 1
         if now >= self._drop_warn_at[reason]:
             self._drop_warn_at[reason] = now + 60.0
-            logger.warning(
-                "cluster: dropped a bus message (%s%s); counted in clientmcp_cluster_messages_dropped_total, "
-                "said at most once a minute per reason (docs/scaling.md, Threat model)",
-                reason,
-                f": {detail}" if detail else "",
-            )
+            self.bridge.events.cluster_message_dropped(reason, detail)
 
     def receive(self, message: Message, now: float, age: float = 0.0) -> None:
         """One message from the bus (core/wire.py read and checked it), sent `age` seconds ago by its sender's clock."""
@@ -424,13 +418,7 @@ class Directory(AppRouter):
         if instance in self.incompatible:
             return
         self.incompatible[instance] = version
-        logger.warning(
-            "cluster: instance %s speaks cluster wire version %r, this one %d: it is ignored and its apps "
-            "are not reachable from here; a cluster runs one wire version (docs/scaling.md, Upgrades)",
-            instance,
-            version,
-            WIRE_VERSION,
-        )
+        self.bridge.events.cluster_wire_mismatch(instance, version, WIRE_VERSION)
         if instance in self.peers:
             self._peer_gone(instance, now)
 
@@ -521,11 +509,7 @@ class Directory(AppRouter):
         they hear of this is refused, and a SYNC asks each for its state again.
         """
         self.restarts += 1
-        logger.warning(
-            "cluster: this instance sent no heartbeat for %.1f s (its event loop stalled?): the others may "
-            "have taken it as gone, so its calls between instances end and it joins again",
-            now - self._beat_sent,
-        )
+        self.bridge.events.cluster_stalled(now - self._beat_sent)
         for instance in list(self.peers):
             self._peer_gone(instance, now)
         self._beat_sent = now

@@ -26,7 +26,6 @@ from clientmcp_fast.core.counters import RESULT as ANSWERED
 from clientmcp_fast.core.jsonrpc import encode_json
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 from clientmcp_fast.core.wire import Error, Result, ToApp
-from clientmcp_fast.log import logger
 from clientmcp_fast.speedups import result_shape
 
 if TYPE_CHECKING:
@@ -234,11 +233,7 @@ class Forwarding:
             self.not_kept += 1
         if now >= self._warn_at:  # at most a line a minute, however many apps are over
             self._warn_at = now + 60.0
-            logger.warning(
-                "cluster: this instance keeps the tools of %d apps held elsewhere (--max-remote-apps); "
-                "agents here get a tool error for the others",
-                self.max_kept,
-            )
+            self.bridge.events.cluster_apps_not_kept(self.max_kept)
 
     def forget_apps_of(self, instance: str, now: float, before: int) -> list[RemoteApp]:
         """`instance`'s apps held here stated before sequence `before` leave the bridge; those apps."""

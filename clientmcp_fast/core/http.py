@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clientmcp_fast.core.memo import remember
+from clientmcp_fast.speedups import KNOWN_INDEX, KNOWN_NAMES
 
 Headers = Sequence[tuple[bytes, bytes]]
 
@@ -42,48 +43,17 @@ APPLICATION_JSON = (b"content-type", b"application/json")
 JSON_ONLY = (APPLICATION_JSON,)
 
 
-# The header names a request keeps by position (`Request.header`) rather than in a dict:
-# those the bridge reads, and those most clients send. The request reader finds a name here
-# by its bytes, so a header the bridge reads costs it no hashing, and a read is an index.
-KNOWN_NAMES = (
-    b"accept",
-    b"accept-encoding",
-    b"access-control-request-headers",
-    b"access-control-request-method",
-    b"authorization",
-    b"cache-control",
-    b"connection",
-    b"content-length",
-    b"content-type",
-    b"expect",
-    b"host",
-    b"last-event-id",
-    b"mcp-method",
-    b"mcp-name",
-    b"mcp-protocol-version",
-    b"mcp-session-id",
-    b"origin",
-    b"sec-websocket-extensions",
-    b"sec-websocket-key",
-    b"sec-websocket-protocol",
-    b"sec-websocket-version",
-    b"transfer-encoding",
-    b"upgrade",
-    b"user-agent",
-)
-KNOWN_INDEX = {name: index for index, name in enumerate(KNOWN_NAMES)}
-# The positions the bridge reads by.
+# The header names a request keeps by position (`Request.header`) are defined beside the
+# request reader, which imports nothing of the core (clientmcp_fast/_pure/http_reader.py).
+# The positions the bridge reads by:
 ACCEPT = KNOWN_INDEX[b"accept"]
 AUTHORIZATION = KNOWN_INDEX[b"authorization"]
-CONTENT_LENGTH = KNOWN_INDEX[b"content-length"]
-EXPECT = KNOWN_INDEX[b"expect"]
 HOST = KNOWN_INDEX[b"host"]
 MCP_METHOD = KNOWN_INDEX[b"mcp-method"]
 MCP_NAME = KNOWN_INDEX[b"mcp-name"]
 MCP_PROTOCOL_VERSION = KNOWN_INDEX[b"mcp-protocol-version"]
 MCP_SESSION_ID = KNOWN_INDEX[b"mcp-session-id"]
 ORIGIN = KNOWN_INDEX[b"origin"]
-TRANSFER_ENCODING = KNOWN_INDEX[b"transfer-encoding"]
 
 
 class Request:
@@ -145,27 +115,6 @@ class Request:
 
     def __repr__(self) -> str:
         return f"Request({self.method!r}, {self.target!r}, {len(self.headers)} headers)"
-
-
-def request_with_headers(
-    method: bytes,
-    target: bytes,
-    headers: dict[bytes, bytes],
-    repeated: frozenset[bytes] | tuple[()] = (),
-    body: bytes | None = b"",
-    keep_alive: bool = True,
-    http11: bool = True,
-) -> Request:
-    """A request made from a dict of lower-cased header names (a request not read from bytes)."""
-    known: list[bytes | None] = [None] * len(KNOWN_NAMES)
-    others: dict[bytes, bytes] = {}
-    for name, value in headers.items():
-        index = KNOWN_INDEX.get(name)
-        if index is None:
-            others[name] = value
-        else:
-            known[index] = value
-    return Request(method, target, known, others or None, repeated, body, keep_alive, http11)
 
 
 class Exchange:

@@ -25,6 +25,7 @@ from clientmcp_fast.core.http import (
     response_head,
     response_message,
 )
+from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 from clientmcp_fast.core.websocket import HandshakeError, check_upgrade
 from clientmcp_fast.log import logger, redact_target
 from clientmcp_fast.speedups import (
@@ -147,7 +148,7 @@ class HttpProtocol:
         self._keepalive_timeout: float = limits.keepalive_timeout
         self._time = server.loop.time
         self._queue: deque[Request] = deque()
-        self.reader = RequestReader(self._queue, limits.max_head_bytes)
+        self.reader = RequestReader(self._queue, Request, limits.max_head_bytes, MAX_MESSAGE_BYTES)
         # The reader's state as `feed` last returned it (bits): read per request, where its
         # attributes would each be an attribute lookup.
         self._reading = 0

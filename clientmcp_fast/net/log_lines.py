@@ -1,21 +1,24 @@
-"""The text of the bridge's log lines, and the `call` lines written once per loop turn.
+"""The bridge's log lines: their format, written once here, and `EventLines`, the event log the core tells.
 
 Compiled (see clientmcp_fast/compiled.py): at `info`, the default level, a line is made
 for every call, so its formatting is kept out of the interpreter. clientmcp_fast/log.py
-configures the log and writes the other events.
+configures the log, formats the lines of other modules with `event_line` and
+`message_line`, and makes the `EventLines` a bridge is given.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import re
 import time
 from collections.abc import Callable
 from time import time as _time
 
 from clientmcp_fast.core.agent_context import Context
-from clientmcp_fast.core.bridge import CallLog as BridgeCallLog
-from clientmcp_fast.core.counters import OUTCOMES
+from clientmcp_fast.core.counters import OUTCOMES, REFUSALS
+from clientmcp_fast.core.events import EventLog
 
 # A text value is quoted as a JSON string when it is empty or holds a space, a quote, `=`,
 # a backslash or a character that is not printable.
@@ -61,36 +64,95 @@ def stamp(now: float) -> str:
     return _prefix + _MILLIS[millis - second * 1000]
 
 
-# A text line's words after the client ID and tool name, made once: the era's and, by outcome,
-# the outcome's and whether the call was streamed.
+LEVEL_NAMES = {logging.ERROR: "error", logging.WARNING: "warn", logging.INFO: "info", logging.DEBUG: "debug"}
+
+
+def event_line(when: str, level: str, name: str, fields: dict, json_lines: bool) -> str:
+    """The line of the event `name` and its fields, without its newline (docs/operations.md, Log events)."""
+    if json_lines:
+        return json.dumps(
+            {"timestamp": when, "level": level, "event": name, **fields}, ensure_ascii=False, default=str
+        )
+    return " ".join([when, level, name, *[f"{field}={text_value(value)}" for field, value in fields.items()]])
+
+
+def message_line(when: str, level: str, text: str, json_lines: bool) -> str:
+    """The line of a message that is no event, without its newline: in JSON, the event `message`."""
+    if json_lines:
+        return json.dumps(
+            {"timestamp": when, "level": level, "event": "message", "message": text}, ensure_ascii=False
+        )
+    return f"{when} {level} {text}"
+
+
+# A `call` text line's words after the client ID and tool name, made once: the era's and, by
+# outcome, the outcome's and whether the call was streamed. `event_line` is the format they
+# keep to (tests/net/test_log_lines.py compares them for every outcome).
 _LEGACY = " era=legacy seconds="
 _MODERN = " era=modern seconds="
 _ENDINGS = tuple(f" outcome={outcome} streamed=False\n" for outcome in OUTCOMES)
 _STREAMED_ENDINGS = tuple(f" outcome={outcome} streamed=True\n" for outcome in OUTCOMES)
 
+# An agent over its limits may be refused thousands of times a second: its lines are bounded.
+REFUSAL_LINE_EVERY_SECONDS = 10.0
 
-class CallLog(BridgeCallLog):
-    """The `call` lines of one loop turn, written together once the turn's other work is done.
 
-    At `info`, the default level, every call has its line. To keep it a small share of the
-    call's own work (docs/operations.md, Log events): a line's text is made when its call ends,
-    all but its start (the stamp), which the lines of a turn share; each client ID's and tool
-    name's text is made once (a memo); and the lines of a turn take one write and one flush.
+class EventLines(EventLog):
+    """The events the core tells of, each as its line of docs/operations.md, Log events, at its level.
+
+    With `stream`, the stream of the log's one handler when the bridge set it (clientmcp_fast/log.py,
+    `configure`), the lines are written to it directly: a loop turn's `call` lines together once
+    the turn's other work is done (through `schedule`, the loop's call_soon), every other line at
+    once. Without it (handlers an embedding program set), each event is a record of `logger` at
+    once, its name and fields apart, for those handlers to format. Which events have a line is
+    decided here alone, whichever way it is written: a call whose `log_line` is false has none.
+    The level is `logger`'s when the log is made.
+
+    At `info`, every call has its line. To keep it a small share of the call's own work
+    (docs/operations.md, Log events): a line's text is made when its call ends, all but its
+    start (the stamp), which the lines of a turn share; each client ID's and tool name's text is
+    made once (a memo); and the lines of a turn take one write and one flush.
     """
 
-    __slots__ = ("_schedule", "_stream", "_json", "_pending", "_texts")
+    __slots__ = (
+        "_logger",
+        "_level",
+        "_calls",
+        "_schedule",
+        "_stream",
+        "_json",
+        "_pending",
+        "_texts",
+        "_next_refusal_line_at",
+        "_not_logged",
+    )
 
-    def __init__(self, schedule: Callable[[Callable[[], None]], object], stream, json_lines: bool) -> None:
-        self._schedule = schedule  # the loop's call_soon
-        self._stream = stream  # a text stream: the log handler's
+    def __init__(
+        self,
+        logger: logging.Logger,
+        schedule: Callable[[Callable[[], None]], object],
+        stream=None,
+        json_lines: bool = False,
+    ) -> None:
+        self._logger = logger
+        self._level = logger.getEffectiveLevel()
+        self._calls = self._level <= logging.INFO  # a line per call at `info` and `debug`
+        self._schedule = schedule
+        self._stream = stream  # a text stream, or None: records of `logger`
         self._json = json_lines
-        # This turn's lines, each without its start: the stamp (text) or `{"timestamp": "` and
-        # the stamp (JSON), the same for every line of the turn, which `flush` puts before each.
+        # This turn's `call` lines, each without its start: the stamp (text) or `{"timestamp": "`
+        # and the stamp (JSON), the same for every line of the turn, which `flush` puts before each.
         self._pending: list[str] = []
         self._texts: dict[object, str] = {}
+        self._next_refusal_line_at = [-math.inf] * len(REFUSALS)
+        self._not_logged = [0] * len(REFUSALS)
 
-    def ended(self, call: object, outcome: int, seconds: float) -> None:
+    # -- calls ------------------------------------------------------------------------------
+
+    def call_ended(self, call: object, outcome: int, seconds: float) -> None:
         """A tools/call was answered: its line is written at the end of this turn (unless its `log_line` is false)."""
+        if not self._calls:
+            return
         if isinstance(call, Context):  # an agent's call, as nearly every one is: compiled, read in C
             context = call
             client_id = context.client_id
@@ -106,6 +168,20 @@ class CallLog(BridgeCallLog):
             streamed = getattr(call, "streaming", False)
         if tool is not None and type(tool) is not str:
             tool = tool.name  # a Tool, or the name asked for when there was none
+        if self._stream is None:
+            self._record(
+                logging.INFO,
+                "call",
+                {
+                    "client_id": client_id,
+                    "tool": tool,
+                    "era": "modern" if modern else "legacy",
+                    "seconds": round(seconds, 6),
+                    "outcome": OUTCOMES[outcome],
+                    "streamed": bool(streamed),
+                },
+            )
+            return
         texts = self._texts
         who = texts.get(client_id)
         if who is None:
@@ -150,6 +226,113 @@ class CallLog(BridgeCallLog):
         text = texts[value] = json.dumps(value, ensure_ascii=False) if self._json else text_value(value)
         return text
 
+    # -- apps and agents --------------------------------------------------------------------
 
-# How many client IDs and tool names a CallLog keeps the text of.
+    def app_connected(self, client_id: str) -> None:
+        """An `app_connected` line (info)."""
+        self._event(logging.INFO, "app_connected", {"client_id": client_id})
+
+    def app_closed(self, client_id: str, code: int, reason: str) -> None:
+        """An `app_closed` line (info)."""
+        self._event(logging.INFO, "app_closed", {"client_id": client_id, "code": code, "reason": reason})
+
+    def app_refused(self, reason: str) -> None:
+        """An `app_refused` line (warn)."""
+        self._event(logging.WARNING, "app_refused", {"reason": reason})
+
+    def register_refused(self, client_id: str | None, reason: str) -> None:
+        """A `register_refused` line (info)."""
+        self._event(logging.INFO, "register_refused", {"client_id": client_id, "reason": reason})
+
+    def agent_refused(self, reason: int, client_id: str, now: float) -> None:
+        """An `agent_refused` line (info), at most one per reason every 10 s; those between counted in the next."""
+        if self._level > logging.INFO:
+            return
+        if now < self._next_refusal_line_at[reason]:
+            self._not_logged[reason] += 1
+            return
+        self._next_refusal_line_at[reason] = now + REFUSAL_LINE_EVERY_SECONDS
+        not_logged, self._not_logged[reason] = self._not_logged[reason], 0
+        self._event(
+            logging.INFO,
+            "agent_refused",
+            {"reason": REFUSALS[reason], "client_id": client_id, "not_logged": not_logged},
+        )
+
+    def agent_unauthorized(self, problem: str) -> None:
+        """A line at `debug` saying why an agent got 401."""
+        self._message(logging.DEBUG, f"agent refused: {problem}")
+
+    # -- a cluster's app directory (docs/scaling.md) ----------------------------------------
+
+    def cluster_message_too_large(self, client_id: object, limit: int) -> None:
+        """A warning: a message over the bus's limit was not sent."""
+        self._message(
+            logging.WARNING, f"cluster: a message about {client_id!r} is over {limit} bytes: not sent"
+        )
+
+    def cluster_message_dropped(self, reason: str, detail: str) -> None:
+        """A warning: a bus message was not taken, and why."""
+        self._message(
+            logging.WARNING,
+            f"cluster: dropped a bus message ({reason}{': ' + detail if detail else ''}); counted in "
+            "clientmcp_cluster_messages_dropped_total, said at most once a minute per reason "
+            "(docs/scaling.md, Threat model)",
+        )
+
+    def cluster_wire_mismatch(self, instance: object, version: object, ours: int) -> None:
+        """A warning: an instance of another cluster wire version is ignored."""
+        self._message(
+            logging.WARNING,
+            f"cluster: instance {instance} speaks cluster wire version {version!r}, this one {ours}: it is "
+            "ignored and its apps are not reachable from here; a cluster runs one wire version "
+            "(docs/scaling.md, Upgrades)",
+        )
+
+    def cluster_apps_not_kept(self, max_kept: int) -> None:
+        """A warning: the bound of apps held elsewhere whose tools are kept here is reached."""
+        self._message(
+            logging.WARNING,
+            f"cluster: this instance keeps the tools of {max_kept} apps held elsewhere (--max-remote-apps); "
+            "agents here get a tool error for the others",
+        )
+
+    def cluster_stalled(self, seconds: float) -> None:
+        """A warning: this instance's heartbeats stopped, so it joins the others again."""
+        self._message(
+            logging.WARNING,
+            f"cluster: this instance sent no heartbeat for {seconds:.1f} s (its event loop stalled?): the "
+            "others may have taken it as gone, so its calls between instances end and it joins again",
+        )
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _event(self, level: int, name: str, fields: dict) -> None:
+        """The line of an event other than a call, at once, if the level lets it through."""
+        if level < self._level:
+            return
+        stream = self._stream
+        if stream is None:
+            self._record(level, name, fields)
+            return
+        stream.write(event_line(stamp(_time()), LEVEL_NAMES[level], name, fields, self._json) + "\n")
+        stream.flush()
+
+    def _message(self, level: int, text: str) -> None:
+        """The line of a message that is no event, at once, if the level lets it through."""
+        if level < self._level:
+            return
+        stream = self._stream
+        if stream is None:
+            self._logger.log(level, text)
+            return
+        stream.write(message_line(stamp(_time()), LEVEL_NAMES[level], text, self._json) + "\n")
+        stream.flush()
+
+    def _record(self, level: int, name: str, fields: dict) -> None:
+        """An event as a record of the logger, for handlers the bridge did not set."""
+        self._logger.log(level, name, extra={"event": name, "fields": fields})
+
+
+# How many client IDs and tool names an EventLines keeps the text of.
 _MAX_TEXTS = 4096

@@ -74,13 +74,6 @@ def _checked(body: bytes) -> str:
     return base64.b32encode(body + crc16(body).to_bytes(2, "little")).decode().rstrip("=")
 
 
-def encode_seed(prefix: int, secret: bytes) -> str:
-    """The NKey seed text (S + kind letter, as `nsc` writes it) of a 32-byte Ed25519 secret."""
-    if prefix not in _KINDS or len(secret) != 32:
-        raise CredsError("an NKey seed holds 32 bytes for an operator, server, cluster, account or user")
-    return _checked(bytes((PREFIX_SEED | prefix >> 5, (prefix & 31) << 3)) + secret)
-
-
 def encode_public_key(prefix: int, public: bytes) -> str:
     """The NKey public key text (O..., A..., U...) of a 32-byte Ed25519 public key."""
     if prefix not in _KINDS or len(public) != 32:

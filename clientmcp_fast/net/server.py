@@ -63,6 +63,11 @@ def app_connection_limit(limits: Limits) -> int:
     return max(1, int(soft * 0.9))
 
 
+def new_session_id() -> bytes:
+    """A fresh MCP session id for a legacy `initialize`: 16 random bytes, as hex."""
+    return os.urandom(16).hex().encode()  # secrets.token_hex, without importing `secrets`
+
+
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """A uvloop loop when uvloop is installed, else asyncio's own (which works, slower)."""
     try:
@@ -132,9 +137,15 @@ class Server:
         self.time = self.loop.time
         self.verifier = TokenVerifier(settings.secrets)
         self._sync_wall_clock()
-        self.bridge = Bridge(self.limits, self.verifier, self.wake, app_connection_limit(self.limits))
-        self.bridge.call_log = log.call_log(self.loop.call_soon)
-        self.bridge.refusal_log = log.refusal_log()
+        self.events = log.event_log(self.loop.call_soon)  # what is logged (docs/operations.md, Log events)
+        self.bridge = Bridge(
+            self.limits,
+            self.verifier,
+            self.wake,
+            app_connection_limit(self.limits),
+            new_session_id=new_session_id,
+            events=self.events,
+        )
         self.agents = AgentEndpoint(self.bridge, self.verifier, settings.allowed_origins)
         self.http_connections: set[HttpProtocol] = set()
         self.websockets: set[WebSocketProtocol] = set()
@@ -360,6 +371,5 @@ class Server:
             await self.metrics.stop()
         if self._listener is not None:
             await self._listener.wait_closed()
-        if self.bridge.call_log is not None:
-            self.bridge.call_log.flush()
+        self.events.flush()
         logger.info("stopped")

@@ -1,4 +1,5 @@
-"""Recording fakes for the sans-I/O core: a link that parses the frames it gets, waiters, streams, exchanges.
+"""Recording fakes for the sans-I/O core: a link that parses the frames it gets, waiters, streams,
+exchanges, an event log, and requests made from a dict of headers.
 
 Frames are built and parsed by `tests/wire.py`, independently of the package's frame
 code, so that the tests check the bytes on the wire rather than the package against itself.
@@ -14,18 +15,14 @@ from wire import Op, client_frame, decode_server_frames
 from clientmcp_fast.core.bridge import Bridge
 from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.channel import AppChannel
-from clientmcp_fast.core.http import Exchange, Request
+from clientmcp_fast.core.events import EventLog
+from clientmcp_fast.core.http import KNOWN_INDEX, KNOWN_NAMES, Exchange, Request
 from clientmcp_fast.core.limits import Limits
 from clientmcp_fast.core.tokens import TokenVerifier, mint
 from clientmcp_fast.core.websocket import OPEN, Link
 
 SECRET = b"core-tests-secret-0123456789abcdef-0123"
 NOW = 1_700_000_000.0
-
-
-def is_open(channel: AppChannel) -> bool:
-    """Whether the app's WebSocket is still open (neither closing nor closed)."""
-    return channel.ws.state == OPEN
 
 
 def client_text(message: Any) -> bytes:
@@ -37,6 +34,27 @@ def client_text(message: Any) -> bytes:
     else:
         payload = json.dumps(message, separators=(",", ":")).encode("utf-8")
     return client_frame(Op.TEXT, payload)
+
+
+def request_with_headers(
+    method: bytes,
+    target: bytes,
+    headers: dict[bytes, bytes],
+    repeated: frozenset[bytes] | tuple[()] = (),
+    body: bytes | None = b"",
+    keep_alive: bool = True,
+    http11: bool = True,
+) -> Request:
+    """A request made from a dict of lower-cased header names, as the request reader would have made it."""
+    known: list[bytes | None] = [None] * len(KNOWN_NAMES)
+    others: dict[bytes, bytes] = {}
+    for name, value in headers.items():
+        index = KNOWN_INDEX.get(name)
+        if index is None:
+            others[name] = value
+        else:
+            known[index] = value
+    return Request(method, target, known, others or None, repeated, body, keep_alive, http11)
 
 
 class RecordingExchange(Exchange):
@@ -148,6 +166,64 @@ class RecordingStream:
         self.events.append("end")
 
 
+class RecordingEvents(EventLog):
+    """The event log port (core/events.py), keeping what it is told, in order: (event, its arguments...)."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple] = []
+
+    def named(self, event: str) -> list[tuple]:
+        """The arguments of each `event` told, in order."""
+        return [told[1:] for told in self.told if told[0] == event]
+
+    def call_ended(self, call, outcome, seconds):
+        self.told.append(("call_ended", call, outcome, seconds))
+
+    def app_connected(self, client_id):
+        self.told.append(("app_connected", client_id))
+
+    def app_closed(self, client_id, code, reason):
+        self.told.append(("app_closed", client_id, code, reason))
+
+    def app_refused(self, reason):
+        self.told.append(("app_refused", reason))
+
+    def register_refused(self, client_id, reason):
+        self.told.append(("register_refused", client_id, reason))
+
+    def agent_refused(self, reason, client_id, now):
+        self.told.append(("agent_refused", reason, client_id, now))
+
+    def agent_unauthorized(self, problem):
+        self.told.append(("agent_unauthorized", problem))
+
+    def cluster_message_too_large(self, client_id, limit):
+        self.told.append(("cluster_message_too_large", client_id, limit))
+
+    def cluster_message_dropped(self, reason, detail):
+        self.told.append(("cluster_message_dropped", reason, detail))
+
+    def cluster_wire_mismatch(self, instance, version, ours):
+        self.told.append(("cluster_wire_mismatch", instance, version, ours))
+
+    def cluster_apps_not_kept(self, max_kept):
+        self.told.append(("cluster_apps_not_kept", max_kept))
+
+    def cluster_stalled(self, seconds):
+        self.told.append(("cluster_stalled", seconds))
+
+
+class SessionIds:
+    """The bridge's `new_session_id`: 32 hex digits, as the server's, counting from 1 (never random)."""
+
+    def __init__(self) -> None:
+        self.made = 0
+
+    def __call__(self) -> bytes:
+        self.made += 1
+        return b"%032x" % self.made
+
+
 class RecordingWake:
     """The bridge's `wake(when)` callback, recording every time it is asked for."""
 
@@ -164,10 +240,26 @@ def token(client_id: str, role: str = "client", *, now: float = NOW, ttl: float 
 
 
 def make_bridge(
-    *, wake: RecordingWake | None = None, max_app_connections: int | None = None, **limits: Any
+    *,
+    wake: RecordingWake | None = None,
+    max_app_connections: int | None = None,
+    events: EventLog | None = None,
+    **limits: Any,
 ) -> Bridge:
-    """A bridge verifying the core tests' secret, with some limits changed."""
-    return Bridge(Limits(**limits), TokenVerifier([SECRET]), wake or RecordingWake(), max_app_connections)
+    """A bridge verifying the core tests' secret, with some limits changed; it logs nothing unless given `events`."""
+    return Bridge(
+        Limits(**limits),
+        TokenVerifier([SECRET]),
+        wake or RecordingWake(),
+        max_app_connections,
+        new_session_id=SessionIds(),
+        events=events,
+    )
+
+
+def is_open(app: AppChannel) -> bool:
+    """Whether the app's connection is open: neither side has begun to close it."""
+    return app.ws.state == OPEN
 
 
 def connect(

@@ -5,10 +5,19 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakes import NOW, SECRET, RecordingExchange, connect, make_bridge, register, tool
+from fakes import (
+    NOW,
+    SECRET,
+    RecordingEvents,
+    RecordingExchange,
+    connect,
+    make_bridge,
+    register,
+    request_with_headers,
+    tool,
+)
 
 from clientmcp_fast.core.agent import AgentEndpoint
-from clientmcp_fast.core.http import request_with_headers
 from clientmcp_fast.core.tokens import mint
 
 LIST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
@@ -104,3 +113,39 @@ def test_the_accept_values_read_are_remembered_within_a_bound(endpoint):
         endpoint.handle(exchange, b"", NOW)
         assert exchange.answer[0] == 200
     assert len(endpoint._accept_cache) == 256
+
+
+def test_each_401_is_told_to_the_event_log_with_what_is_wrong(endpoint):
+    events = endpoint.bridge.events = RecordingEvents()
+    assert ask(endpoint, None)[0] == 401
+    assert ask(endpoint, bearer("alice", ttl=10), now=NOW + 71)[0] == 401
+    assert ask(endpoint, bearer("alice"))[0] == 200
+    assert events.told == [
+        ("agent_unauthorized", "no agent token: send Authorization: Bearer <token>"),
+        ("agent_unauthorized", "token expired"),
+    ]
+
+
+def test_a_legacy_session_id_is_the_one_the_bridge_is_given(endpoint):
+    """The core reads no random source: the I/O side's `new_session_id` makes each legacy session's id."""
+    made = iter([b"first-session", b"second-session"])
+    endpoint.bridge.new_session_id = made.__next__
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).encode()
+    headers = {b"content-type": b"application/json", b"accept": b"application/json"}
+    sessions = []
+    for _ in range(2):
+        exchange = SessionExchange(request_with_headers(b"POST", b"/mcp", headers, (), body, True))
+        endpoint.handle(exchange, mint(SECRET, "agent", "alice", 3600, NOW).encode(), NOW)
+        assert exchange.answer[0] == 200
+        sessions.append(exchange.headers[b"mcp-session-id"])
+    assert sessions == [b"first-session", b"second-session"]
+
+
+class SessionExchange(RecordingExchange):
+    """Keeps the answer's headers too."""
+
+    __slots__ = ("headers",)
+
+    def respond(self, status: int, headers, body: bytes) -> None:
+        self.headers = dict(headers)
+        super().respond(status, headers, body)

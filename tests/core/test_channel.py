@@ -7,6 +7,7 @@ import json
 import pytest
 from fakes import (
     NOW,
+    RecordingEvents,
     RecordingLink,
     RecordingWaiter,
     client_text,
@@ -104,6 +105,25 @@ def test_an_established_connection_outlives_its_token():
     register(channel, tool("t"), now=NOW + 3600)
     assert link.texts() == [b'{"type":"registered"}']
     assert is_open(channel)
+
+
+def test_the_event_log_hears_of_connects_refusals_and_closes():
+    events = RecordingEvents()
+    bridge = make_bridge(events=events)
+    alice, _ = connect(bridge, "alice")
+    register(alice, tool("a b"))  # refused: its close follows
+    connect(bridge, None, offered="not-a-jwt")
+    connect(bridge, None, offered=None)  # no token at all: refused before any is read
+    bob, _ = connect(bridge, "bob")
+    bob.close(1000, "bye", NOW)
+    assert events.told == [
+        ("app_connected", "alice"),
+        ("register_refused", "alice", 'tools[0] "a b": name has invalid characters'),
+        ("app_closed", "alice", 4400, 'tools[0] "a b": name has invalid characters'),
+        ("app_refused", "token is malformed"),
+        ("app_connected", "bob"),
+        ("app_closed", "bob", 1000, "bye"),
+    ]
 
 
 def test_app_connections_over_the_limit_get_4429_at_open():

@@ -16,6 +16,7 @@ import pytest
 from fakes import NOW, RecordingStream, RecordingWaiter, connect, make_bridge, register, send, tool
 from wire import Op
 
+from clientmcp_fast import log
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.apps import LOCAL
 from clientmcp_fast.core.counters import OUTCOMES, TOO_LARGE
@@ -28,6 +29,7 @@ from clientmcp_fast.core.directory import (
     epoch_floor,
     subject_id,
 )
+from clientmcp_fast.core.events import EventLog
 from clientmcp_fast.core.forwarding import RemoteApp
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 from clientmcp_fast.core.wire import MAX_INTEGER, WIRE_VERSION, decode_batch, encode
@@ -74,6 +76,11 @@ class Network:
         self.queue = held
 
 
+def logged() -> EventLog:
+    """The event log the server gives a bridge, its lines written at once: what captured_log reads."""
+    return log.event_log(lambda write: write())
+
+
 def deliver(directory: Directory, message: list, now: float, age: float = 0.0) -> None:
     """One message as a peer could send it, read as net/nats.py reads a NATS message."""
     messages, dropped = decode_batch(msgspec.msgpack.encode([message]))
@@ -109,7 +116,7 @@ def cluster(count: int = 2, **limits):
     network = Network()
     bridges = []
     for index in range(count):
-        bridge = make_bridge(**{**QUIET, **limits})
+        bridge = make_bridge(events=logged(), **{**QUIET, **limits})
         bus = MemoryBus(network)
         directory = bus.directory = bridge.router = Directory(bridge, bus, f"i{index}")
         network.join(directory)
@@ -336,7 +343,7 @@ def test_an_instance_joining_after_another_keeps_the_calls_to_its_apps_at_the_ot
     network = Network()
     made = {}
     for name in ("c", "h"):
-        bridge = make_bridge(**QUIET)
+        bridge = make_bridge(events=logged(), **QUIET)
         bus = MemoryBus(network)
         bus.directory = bridge.router = Directory(bridge, bus, name)
         network.join(bus.directory)
@@ -366,7 +373,7 @@ def test_an_instance_joining_after_another_keeps_the_calls_to_its_apps_at_the_ot
 
 def newcomer(network):
     """A bridge joining the cluster; the others' answers to its SYNC are still on the way to it."""
-    bridge = make_bridge(**QUIET)
+    bridge = make_bridge(events=logged(), **QUIET)
     bus = MemoryBus(network)
     bus.directory = bridge.router = Directory(bridge, bus, "i9")
     network.join(bus.directory)
@@ -715,7 +722,7 @@ def test_a_restarted_instance_s_new_connection_wins_over_its_previous_life_s(cap
     old = b.apps["app-1"]
     assert type(old) is RemoteApp and old.epoch > epoch_floor(NOW + 5)
     network.directories.remove(a.router)  # killed: silent, no GONE
-    bridge = make_bridge(**QUIET)
+    bridge = make_bridge(events=logged(), **QUIET)
     bus = MemoryBus(network)
     bus.directory = bridge.router = Directory(bridge, bus, "i2", first_epoch=epoch_floor(NOW + 6))
     network.join(bus.directory)
@@ -882,7 +889,7 @@ def test_an_app_that_lost_to_a_connection_of_a_dead_instance_takes_over_when_it_
     a.router.clock = epoch_floor(NOW + 60)  # a runs a minute ahead
     online(network, a, "app-1", "echo")
     network.directories.remove(a.router)  # killed: silent, no GONE
-    bridge = make_bridge(**QUIET)
+    bridge = make_bridge(events=logged(), **QUIET)
     bus = MemoryBus(network)
     bus.directory = bridge.router = Directory(bridge, bus, "i2", first_epoch=epoch_floor(NOW + 1))
     network.join(bus.directory)

@@ -13,7 +13,17 @@ import hmac
 import json
 
 import pytest
-from fakes import NOW, SECRET, RecordingExchange, RecordingLink, connect, make_bridge, register, tool
+from fakes import (
+    NOW,
+    SECRET,
+    RecordingExchange,
+    RecordingLink,
+    connect,
+    make_bridge,
+    register,
+    request_with_headers,
+    tool,
+)
 
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.bridge import Bridge
@@ -24,7 +34,6 @@ from clientmcp_fast.core.generations import (
     close_revoked_apps,
     generation_problem,
 )
-from clientmcp_fast.core.http import request_with_headers
 from clientmcp_fast.core.tokens import GEN_INVALID, TokenError, TokenVerifier, mint
 
 LIST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import httptools
 import pytest
+from fakes import request_with_headers
 
+from clientmcp_fast._pure.http_reader import CONTENT_LENGTH, EXPECT, TRANSFER_ENCODING
 from clientmcp_fast.core import http as core_http
 from clientmcp_fast.core.http import (
     ACCEPT,
     AUTHORIZATION,
-    CONTENT_LENGTH,
-    EXPECT,
     JSON_ONLY,
     KNOWN_INDEX,
     KNOWN_NAMES,
@@ -20,8 +20,6 @@ from clientmcp_fast.core.http import (
     MCP_SESSION_ID,
     ORIGIN,
     TEXT_PLAIN,
-    TRANSFER_ENCODING,
-    request_with_headers,
     response_message,
 )
 
@@ -84,7 +82,7 @@ def test_a_request_keeps_the_known_headers_by_position_and_the_others_by_name():
     assert request.headers is request.headers  # made once
 
 
-def test_every_header_the_bridge_reads_by_position_is_a_known_name():
+def test_every_header_the_bridge_and_the_request_reader_read_by_position_is_a_known_name():
     positions = (ACCEPT, AUTHORIZATION, CONTENT_LENGTH, EXPECT, MCP_METHOD, MCP_NAME)
     positions += (MCP_PROTOCOL_VERSION, MCP_SESSION_ID, ORIGIN, TRANSFER_ENCODING)
     names = [KNOWN_NAMES[position] for position in positions]

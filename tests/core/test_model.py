@@ -14,7 +14,17 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from fakes import NOW, RecordingLink, client_text, connect, make_bridge, register, token, tool
+from fakes import (
+    NOW,
+    RecordingLink,
+    client_text,
+    connect,
+    make_bridge,
+    register,
+    request_with_headers,
+    token,
+    tool,
+)
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -26,7 +36,7 @@ from clientmcp_fast.core.agent_eras import MODERN
 from clientmcp_fast.core.agent_streams import KEEPALIVE, META_SUBSCRIPTION
 from clientmcp_fast.core.calls import STREAM_AFTER_SECONDS
 from clientmcp_fast.core.channel import AppChannel
-from clientmcp_fast.core.http import Exchange, Request, request_with_headers
+from clientmcp_fast.core.http import Exchange, Request
 from clientmcp_fast.core.jsonrpc import META_CAPABILITIES, META_VERSION
 
 CLIENT_IDS = ("a", "b", "c")

@@ -10,14 +10,24 @@ import hmac
 import json
 
 import pytest
-from fakes import NOW, SECRET, connect, make_bridge, register, send, tool
+from fakes import (
+    NOW,
+    SECRET,
+    RecordingEvents,
+    connect,
+    make_bridge,
+    register,
+    request_with_headers,
+    send,
+    tool,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.counters import REFUSALS
-from clientmcp_fast.core.http import Exchange, request_with_headers
+from clientmcp_fast.core.http import Exchange
 from clientmcp_fast.core.register import MAX_SCOPED_VIEWS, scoped_tools_json
 from clientmcp_fast.core.tokens import MAX_SCOPE_ENTRIES, TokenError, TokenVerifier, _base64url, mint
 
@@ -431,16 +441,11 @@ def test_the_same_token_by_header_and_by_path_is_one_grant():
     assert exchange.answers[0][0] == 429
 
 
-def test_refusals_are_told_to_the_refusal_log_with_the_client_id():
-    told = []
-
-    class Log:
-        def refused(self, reason, client_id, now):
-            told.append((REFUSALS[reason], client_id, now))
-
+def test_refusals_are_told_to_the_event_log_with_the_client_id():
     endpoint, _, _ = online("a", "b", agent_rate=1.0)
-    endpoint.bridge.refusal_log = Log()
+    events = endpoint.bridge.events = RecordingEvents()
     token = agent_token(tools=["a"])
     call(endpoint, token, "b")
     call(endpoint, token, "b", now=NOW + 0.5)
+    told = [(REFUSALS[reason], client_id, now) for reason, client_id, now in events.named("agent_refused")]
     assert told == [("scope", "app-1", NOW), ("rate", "app-1", NOW + 0.5)]

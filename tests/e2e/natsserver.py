@@ -73,13 +73,19 @@ class NatsServer:
 # -- operator mode: NATS's decentralised JWT authentication --------------------------------------
 
 
+def encode_seed(prefix: int, secret: bytes) -> str:
+    """The NKey seed text (S + kind letter, as `nsc` writes it) of a 32-byte Ed25519 secret."""
+    body = bytes((nkeys.PREFIX_SEED | prefix >> 5, (prefix & 31) << 3)) + secret
+    return base64.b32encode(body + nkeys.crc16(body).to_bytes(2, "little")).decode().rstrip("=")
+
+
 class NKey:
     """A fresh NKey of one kind (nkeys.PREFIX_*): its seed and its public key text."""
 
     def __init__(self, prefix: int) -> None:
         self.prefix = prefix
         self.secret = secrets.token_bytes(32)
-        self.seed = nkeys.encode_seed(prefix, self.secret)
+        self.seed = encode_seed(prefix, self.secret)
         self.public = nkeys.encode_public_key(prefix, nkeys.ed25519_public_key(self.secret))
 
 

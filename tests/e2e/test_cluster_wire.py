@@ -31,6 +31,7 @@ from clientmcp_fast.core.register import parse_register
 from clientmcp_fast.core.tokens import TokenVerifier
 from clientmcp_fast.core.wire import BEAT, WIRE_VERSION, Beat, State
 from clientmcp_fast.net.nats import _encode
+from clientmcp_fast.net.server import new_session_id
 
 nats = pytest.importorskip("nats", reason="the cluster needs nats-py (pip install 'clientmcp-fast[nats]')")
 
@@ -63,7 +64,10 @@ class ScriptedInstance:
     def __init__(self, nc: Any, name: str) -> None:
         self.nc = nc
         bridge = Bridge(
-            Limits(), TokenVerifier([b"a secret no token of these tests carries"]), lambda when: None
+            Limits(),
+            TokenVerifier([b"a secret no token of these tests carries"]),
+            lambda when: None,
+            new_session_id=new_session_id,
         )
         self.directory = bridge.router = Directory(bridge, self, name)
         self.auth = BusAuth((SECRET,), SECRET, name)  # an instance holds the cluster's secret

@@ -25,12 +25,11 @@ break, or an answer that is not JSON-RPC in JSON (or SSE events of it).
 from __future__ import annotations
 
 import orjson
-from fakes import NOW, client_text, connect, make_bridge, register, token, tool
+from fakes import NOW, client_text, connect, is_open, make_bridge, register, token, tool
 
 from clientmcp_fast import speedups
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.http import KNOWN_INDEX, KNOWN_NAMES, REASONS, Exchange, Request
-from clientmcp_fast.core.websocket import OPEN
 
 TOKENS = {
     b"$alice": token("alice", "agent").encode(),
@@ -170,7 +169,7 @@ def TestOneInput(data: bytes) -> None:
             bridge.on_timer(NOW + 1.5)
             bridge.on_timer(now := NOW + 2.5)
         _answer(alice, mode, now)
-    if b"change" in mode and alice.ws.state == OPEN:
+    if b"change" in mode and is_open(alice):
         register(alice, tool("b"), now=now)
     bridge.on_timer(now)  # the tool change is announced
     bridge.shutdown(NOW)  # every call still in flight fails, every stream ends

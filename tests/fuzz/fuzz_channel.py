@@ -12,10 +12,9 @@ than exactly once, or a result passed on that is not an object with a content ar
 from __future__ import annotations
 
 import orjson
-from fakes import NOW, RecordingWaiter, client_text, connect, make_bridge
+from fakes import NOW, RecordingWaiter, client_text, connect, is_open, make_bridge
 
 from clientmcp_fast.core.messages import BRIDGE_TYPES
-from clientmcp_fast.core.websocket import OPEN
 
 CLOSE_CODES = {4400, 1007}
 ARGUMENTS = b'{"q":1}'
@@ -28,7 +27,7 @@ def TestOneInput(data: bytes) -> None:
     for message in data.split(b"\n"):
         channel.receive_data(client_text(message), NOW)
         toolset = channel.toolset
-        if channel.ws.state == OPEN and toolset is not None and toolset.tools and len(channel.calls) < 2:
+        if is_open(channel) and toolset is not None and toolset.tools and len(channel.calls) < 2:
             waiter = RecordingWaiter()
             waiters.append(waiter)
             bridge.start_call(channel, next(iter(toolset.tools.values())), ARGUMENTS, waiter, NOW)

@@ -12,6 +12,7 @@ from collections import deque
 
 from clientmcp_fast import speedups
 from clientmcp_fast._pure import http_reader as pure
+from clientmcp_fast.core.http import Request
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 
 from .chunks import FILL, FILL_READS, split
@@ -39,7 +40,7 @@ def read(reader_class, flags: int, reads: list[bytes]) -> tuple:
     queue: deque = deque()
     if flags == FILL:
         flags, reads = 0, [*reads, *[FILL_READ] * FILL_READS]
-    reader = reader_class(queue, HEAD_LIMITS[flags >> 5 & 3])
+    reader = reader_class(queue, Request, HEAD_LIMITS[flags >> 5 & 3], MAX_MESSAGE_BYTES)
     returned = []
     for data in reads:
         stopped, count = reader.stopped, len(queue)

@@ -1,16 +1,19 @@
-"""The `call` lines: one write per loop turn, the same fields as every other event, a bounded memo."""
+"""The event log's lines: `call` lines one write per loop turn, the one line format, every event at its level."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 
+import pytest
+
 from clientmcp_fast import log
 from clientmcp_fast.core.agent_context import Context
-from clientmcp_fast.core.counters import OUTCOMES, RESULT, TIMEOUT, UNKNOWN_TOOL
+from clientmcp_fast.core.counters import OUTCOMES, REFUSED_RATE, REFUSED_SCOPE, RESULT, TIMEOUT, UNKNOWN_TOOL
 from clientmcp_fast.core.register import Tool as RegisteredTool
 from clientmcp_fast.net import log_lines
-from clientmcp_fast.net.log_lines import CallLog, seconds_text, stamp
+from clientmcp_fast.net.log_lines import EventLines, event_line, seconds_text, stamp
 from tests.core.fakes import make_bridge
 
 
@@ -43,16 +46,24 @@ class Call:
         self.streaming = streaming
 
 
-def make(json_lines: bool = False) -> tuple[CallLog, Stream, list]:
+def at_level(level: int) -> logging.Logger:
+    """A logger at `level` that writes nowhere: an `EventLines` with a stream reads only its level."""
+    logger = logging.getLogger(f"clientmcp-tests.log-lines.{logging.getLevelName(level)}")
+    logger.setLevel(level)
+    logger.propagate = False
+    return logger
+
+
+def make(json_lines: bool = False, level: int = logging.INFO) -> tuple[EventLines, Stream, list]:
     scheduled: list = []
     stream = Stream()
-    return CallLog(scheduled.append, stream, json_lines), stream, scheduled
+    return EventLines(at_level(level), scheduled.append, stream, json_lines), stream, scheduled
 
 
 def test_the_calls_of_one_turn_are_one_write_scheduled_once():
     calls, stream, scheduled = make()
     for n in range(5):
-        calls.ended(Call(f"app-{n}", Tool("echo")), RESULT, 0.25)
+        calls.call_ended(Call(f"app-{n}", Tool("echo")), RESULT, 0.25)
     assert len(scheduled) == 1 and stream.writes == []  # nothing is written before the turn ends
     scheduled.pop()()
     assert len(stream.writes) == 1 and stream.flushes == 1
@@ -61,7 +72,7 @@ def test_the_calls_of_one_turn_are_one_write_scheduled_once():
         f"info call client_id=app-{n} tool=echo era=legacy seconds=0.250000 outcome=result streamed=False"
         for n in range(5)
     ]
-    calls.ended(Call("next", "nosuch", modern=True), UNKNOWN_TOOL, 0.0)
+    calls.call_ended(Call("next", "nosuch", modern=True), UNKNOWN_TOOL, 0.0)
     assert len(scheduled) == 1  # the next turn schedules its own write
     scheduled.pop()()
     assert stream.writes[1].split(" ", 1)[1] == (
@@ -77,8 +88,8 @@ def test_a_flush_with_nothing_ended_writes_nothing():
 
 def test_text_values_a_client_chose_are_quoted():
     calls, stream, scheduled = make()
-    calls.ended(Call("a b", 'x="1"'), TIMEOUT, 2.0)
-    calls.ended(Call(None, None, streaming=True), RESULT, 1.5)
+    calls.call_ended(Call("a b", 'x="1"'), TIMEOUT, 2.0)
+    calls.call_ended(Call(None, None, streaming=True), RESULT, 1.5)
     scheduled.pop()()
     first, second = stream.writes[0].splitlines()
     assert first.endswith(
@@ -91,8 +102,8 @@ def test_text_values_a_client_chose_are_quoted():
 
 def test_json_lines_hold_the_event_fields():
     calls, stream, scheduled = make(json_lines=True)
-    calls.ended(Call("a\u00e9 b", Tool("echo"), modern=True, streaming=True), RESULT, 1.2345678)
-    calls.ended(Call(None, None), OUTCOMES.index("offline"), 0.0)
+    calls.call_ended(Call("a\u00e9 b", Tool("echo"), modern=True, streaming=True), RESULT, 1.2345678)
+    calls.call_ended(Call(None, None), OUTCOMES.index("offline"), 0.0)
     scheduled.pop()()
     first, second = (json.loads(line) for line in stream.writes[0].splitlines())
     assert set(first) == {
@@ -137,10 +148,10 @@ def test_an_agents_call_has_the_same_line_as_any_call():
     echo = RegisteredTool("echo", (), b'"echo"')
     for json_lines in (False, True):
         calls, stream, scheduled = make(json_lines)
-        calls.ended(agent_call("app-1", echo, modern=True, streaming=True), TIMEOUT, 30.0)
-        calls.ended(Call("app-1", Tool("echo"), modern=True, streaming=True), TIMEOUT, 30.0)
-        calls.ended(agent_call("app-2", "nosuch"), UNKNOWN_TOOL, 0.0)
-        calls.ended(Call("app-2", "nosuch"), UNKNOWN_TOOL, 0.0)
+        calls.call_ended(agent_call("app-1", echo, modern=True, streaming=True), TIMEOUT, 30.0)
+        calls.call_ended(Call("app-1", Tool("echo"), modern=True, streaming=True), TIMEOUT, 30.0)
+        calls.call_ended(agent_call("app-2", "nosuch"), UNKNOWN_TOOL, 0.0)
+        calls.call_ended(Call("app-2", "nosuch"), UNKNOWN_TOOL, 0.0)
         assert len(scheduled) == 1
         scheduled.pop()()
         first, second, third, fourth = stream.writes[0].splitlines()
@@ -173,7 +184,7 @@ def test_a_call_whose_line_another_instance_writes_has_none_here():
         log_line = False
 
     calls, stream, scheduled = make()
-    calls.ended(Forwarded("app", Tool("echo")), RESULT, 0.5)
+    calls.call_ended(Forwarded("app", Tool("echo")), RESULT, 0.5)
     assert scheduled == [] and calls._pending == []
     calls.flush()
     assert stream.writes == []
@@ -184,7 +195,7 @@ def test_the_memo_never_gives_one_clients_text_to_another():
         calls, stream, scheduled = make(json_lines)
         ids = ["alice", "bob", "a b", "alice", "echo", "bob", "a b"]
         for client_id in ids:  # the memo holds each ID's text after its first line
-            calls.ended(agent_call(client_id, "echo"), RESULT, 0.0)
+            calls.call_ended(agent_call(client_id, "echo"), RESULT, 0.0)
         scheduled.pop()()
         lines = stream.writes[0].splitlines()
         if json_lines:
@@ -205,9 +216,9 @@ def test_the_lines_of_a_turn_share_its_stamp_and_the_next_turn_has_its_own(monke
         monkeypatch.setattr(log_lines, "_time", iter([1700000000.25, 1700000001.5]).__next__)
         calls, stream, scheduled = make(json_lines)
         for _ in range(3):
-            calls.ended(Call("app", "echo"), RESULT, 0.0)
+            calls.call_ended(Call("app", "echo"), RESULT, 0.0)
         scheduled.pop()()
-        calls.ended(Call("app", "echo"), RESULT, 0.0)
+        calls.call_ended(Call("app", "echo"), RESULT, 0.0)
         scheduled.pop()()
         first_turn, second_turn = stream.writes
         if json_lines:
@@ -220,39 +231,85 @@ def test_the_lines_of_a_turn_share_its_stamp_and_the_next_turn_has_its_own(monke
         assert first_turn.endswith("\n") and first_turn.count("\n") == 3
 
 
-def test_with_handlers_the_bridge_did_not_set_each_call_is_a_record_at_once():
+class Records(logging.Handler):
+    """An embedding program's handler: keeps each record."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def foreign_handler():
+    """The bridge's logger at info with a handler configure() did not set, as an embedding program's."""
     saved = (list(log.logger.handlers), log.logger.level, log.logger.propagate, log.debug_enabled)
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
-    try:
-        log.logger.handlers[:] = [handler]  # an embedding program's handler, not configure()'s
-        log.logger.setLevel(logging.INFO)
-        bridge = make_bridge()
-        scheduled: list = []
-        bridge.call_log = log.call_log(scheduled.append)  # the bridge takes it, compiled too
-        bridge.refused_call(agent_call("app", "nosuch", modern=True), UNKNOWN_TOOL)
-        assert scheduled == []  # nothing is held back for the end of the turn
-        (record,) = records
-        assert (record.getMessage(), record.fields) == (  # type: ignore[attr-defined]
-            "call",
-            {
-                "client_id": "app",
-                "tool": "nosuch",
-                "era": "modern",
-                "seconds": 0.0,
-                "outcome": "unknown_tool",
-                "streamed": False,
-            },
-        )
-    finally:
-        log.logger.handlers[:], log.logger.level, log.logger.propagate, log.debug_enabled = saved
+    handler = Records()
+    log.logger.handlers[:] = [handler]
+    log.logger.setLevel(logging.INFO)
+    yield handler
+    log.logger.handlers[:], log.logger.level, log.logger.propagate, log.debug_enabled = saved
+
+
+def test_with_handlers_the_bridge_did_not_set_each_call_is_a_record_at_once(foreign_handler):
+    bridge = make_bridge()
+    scheduled: list = []
+    bridge.events = log.event_log(scheduled.append)  # the bridge takes it, compiled too
+    bridge.refused_call(agent_call("app", "nosuch", modern=True), UNKNOWN_TOOL)
+    assert scheduled == []  # nothing is held back for the end of the turn
+    (record,) = foreign_handler.records
+    assert (record.getMessage(), record.levelno, record.event, record.fields) == (  # type: ignore[attr-defined]
+        "call",
+        logging.INFO,
+        "call",
+        {
+            "client_id": "app",
+            "tool": "nosuch",
+            "era": "modern",
+            "seconds": 0.0,
+            "outcome": "unknown_tool",
+            "streamed": False,
+        },
+    )
+
+
+def test_with_handlers_the_bridge_did_not_set_a_call_another_instance_logs_has_no_record(foreign_handler):
+    # A forwarded call's line is the agent's instance's, however this one's log is written.
+    class Forwarded(Call):
+        log_line = False
+
+    events = log.event_log([].append)
+    events.call_ended(Forwarded("app", Tool("echo")), RESULT, 0.5)
+    events.call_ended(Call("app", Tool("echo")), RESULT, 0.5)
+    assert [record.fields["client_id"] for record in foreign_handler.records] == ["app"]  # type: ignore[attr-defined]
+
+
+def test_with_handlers_the_bridge_did_not_set_every_event_is_a_record(foreign_handler):
+    log.logger.setLevel(logging.DEBUG)
+    events = log.event_log([].append)
+    events.app_connected("app")
+    events.app_refused("token expired")
+    events.agent_unauthorized("bad signature")
+    events.cluster_stalled(3.25)
+    got = [
+        (record.levelno, getattr(record, "event", None), getattr(record, "fields", None), record.getMessage())
+        for record in foreign_handler.records
+    ]
+    assert got[:2] == [
+        (logging.INFO, "app_connected", {"client_id": "app"}, "app_connected"),
+        (logging.WARNING, "app_refused", {"reason": "token expired"}, "app_refused"),
+    ]
+    assert got[2] == (logging.DEBUG, None, None, "agent refused: bad signature")
+    assert got[3][:3] == (logging.WARNING, None, None)
+    assert got[3][3].startswith("cluster: this instance sent no heartbeat for 3.2 s")
 
 
 def test_the_memo_of_texts_stays_bounded():
     calls, stream, scheduled = make()
     for n in range(3 * log_lines._MAX_TEXTS):
-        calls.ended(Call(f"id-{n}", f"tool-{n}"), RESULT, 0.0)
+        calls.call_ended(Call(f"id-{n}", f"tool-{n}"), RESULT, 0.0)
     scheduled.pop()()
     assert len(calls._texts) <= log_lines._MAX_TEXTS
     assert len(stream.writes[0].splitlines()) == 3 * log_lines._MAX_TEXTS
@@ -291,7 +348,7 @@ def test_a_lines_duration_is_the_one_seconds_text_writes():
     calls, stream, scheduled = make()
     durations = (0.0000006, 0.9999996, 1.2345675, 3600.000123)
     for seconds in durations:
-        calls.ended(agent_call("app", "echo"), RESULT, seconds)
+        calls.call_ended(agent_call("app", "echo"), RESULT, seconds)
     scheduled.pop()()
     written = [line.partition(" seconds=")[2].partition(" ")[0] for line in stream.writes[0].splitlines()]
     assert (
@@ -305,14 +362,12 @@ def test_a_lines_duration_is_the_one_seconds_text_writes():
 
 
 def test_agent_refusals_are_one_line_per_reason_every_ten_seconds_with_the_rest_counted(captured_log):
-    from clientmcp_fast.core.counters import REFUSED_RATE, REFUSED_SCOPE
-
     stream = captured_log("json")
-    lines = log.RefusalLines()
+    lines = log.event_log([].append)
     for offset in (0.0, 1.0, 9.9):
-        lines.refused(REFUSED_RATE, "app-1", 100.0 + offset)
-    lines.refused(REFUSED_SCOPE, "app-2", 101.0)  # another reason: its own line at once
-    lines.refused(REFUSED_RATE, "app-3", 110.0)  # 10 s after the first rate line
+        lines.agent_refused(REFUSED_RATE, "app-1", 100.0 + offset)
+    lines.agent_refused(REFUSED_SCOPE, "app-2", 101.0)  # another reason: its own line at once
+    lines.agent_refused(REFUSED_RATE, "app-3", 110.0)  # 10 s after the first rate line
     events = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert [(e["event"], e["level"], e["reason"], e["client_id"], e["not_logged"]) for e in events] == [
         ("agent_refused", "info", "rate", "app-1", 0),
@@ -320,3 +375,138 @@ def test_agent_refusals_are_one_line_per_reason_every_ten_seconds_with_the_rest_
         ("agent_refused", "info", "rate", "app-3", 2),  # the two within the 10 s
     ]
     assert all("token" not in line for line in stream.getvalue().splitlines())
+
+
+# -- one line format: the `call` line made fast is the line of its event ------------------------------
+
+
+@pytest.mark.parametrize("json_lines", [False, True], ids=["text", "json"])
+def test_a_call_line_is_the_line_event_line_makes_of_its_fields(json_lines, monkeypatch):
+    monkeypatch.setattr(log_lines, "_time", lambda: 1700000000.25)
+    when = stamp(1700000000.25)
+    for outcome in range(len(OUTCOMES)):
+        for modern in (False, True):
+            for streamed in (False, True):
+                for client_id, tool, seconds in (("app-1", "echo", 1.2345678), ("a b", 'x="1"', 0.0)):
+                    calls, stream, scheduled = make(json_lines)
+                    calls.call_ended(agent_call(client_id, tool, modern, streamed), outcome, seconds)
+                    scheduled.pop()()
+                    fields = {
+                        "client_id": client_id,
+                        "tool": tool,
+                        "era": "modern" if modern else "legacy",
+                        "seconds": round(seconds, 6) if json_lines else seconds,
+                        "outcome": OUTCOMES[outcome],
+                        "streamed": streamed,
+                    }
+                    assert stream.writes == [event_line(when, "info", "call", fields, json_lines) + "\n"]
+
+
+def test_the_log_s_formatters_write_the_lines_of_event_line_and_message_line():
+    for form in ("text", "json"):
+        saved = (list(log.logger.handlers), log.logger.level, log.logger.propagate, log.debug_enabled)
+        try:
+            stream = io.StringIO()
+            log.configure("info", stream, form)
+            log.logger.info("listening on %s", "127.0.0.1:8080")
+            log.logger.info("call", extra={"event": "call", "fields": {"client_id": "a b", "seconds": 0.5}})
+        finally:
+            log.logger.handlers[:], log.logger.level, log.logger.propagate, log.debug_enabled = saved
+        json_lines = form == "json"
+        first, second = stream.getvalue().splitlines()
+        stamps = [
+            json.loads(line)["timestamp"] if json_lines else line.split(" ", 1)[0] for line in (first, second)
+        ]
+        assert first == log_lines.message_line(stamps[0], "info", "listening on 127.0.0.1:8080", json_lines)
+        fields = {"client_id": "a b", "seconds": 0.5}
+        assert second == event_line(stamps[1], "info", "call", fields, json_lines)
+
+
+# -- each event at its level -----------------------------------------------------------------------
+
+
+def _tell_every_event(events: EventLines) -> None:
+    events.app_connected("app")
+    events.app_closed("app", 4409, "replaced by a newer connection for this client ID")
+    events.app_refused("token expired")
+    events.register_refused("app", 'tools[0] "a b": name has invalid characters')
+    events.agent_refused(REFUSED_RATE, "app", 100.0)
+    events.agent_unauthorized("no agent token: send Authorization: Bearer <token>")
+    events.cluster_message_too_large("app", 1048576)
+    events.cluster_message_dropped("forged", "")
+    events.cluster_message_dropped("malformed", "field 2 of a message of kind 4")
+    events.cluster_wire_mismatch("future0", 3, 2)
+    events.cluster_apps_not_kept(100)
+    events.cluster_stalled(2.54)
+
+
+def test_every_event_has_its_line_at_its_level():
+    events, stream, scheduled = make(level=logging.DEBUG)
+    _tell_every_event(events)
+    assert scheduled == [] and stream.flushes == len(stream.writes) == 12  # each at once
+    lines = [write.split(" ", 1)[1] for write in stream.writes]
+    assert lines == [
+        "info app_connected client_id=app\n",
+        'info app_closed client_id=app code=4409 reason="replaced by a newer connection for this client ID"\n',
+        'warn app_refused reason="token expired"\n',
+        'info register_refused client_id=app reason="tools[0] \\"a b\\": name has invalid characters"\n',
+        "info agent_refused reason=rate client_id=app not_logged=0\n",
+        "debug agent refused: no agent token: send Authorization: Bearer <token>\n",
+        "warn cluster: a message about 'app' is over 1048576 bytes: not sent\n",
+        "warn cluster: dropped a bus message (forged); counted in clientmcp_cluster_messages_dropped_total, "
+        "said at most once a minute per reason (docs/scaling.md, Threat model)\n",
+        "warn cluster: dropped a bus message (malformed: field 2 of a message of kind 4); counted in "
+        "clientmcp_cluster_messages_dropped_total, said at most once a minute per reason "
+        "(docs/scaling.md, Threat model)\n",
+        "warn cluster: instance future0 speaks cluster wire version 3, this one 2: it is ignored and its "
+        "apps are not reachable from here; a cluster runs one wire version (docs/scaling.md, Upgrades)\n",
+        "warn cluster: this instance keeps the tools of 100 apps held elsewhere (--max-remote-apps); agents "
+        "here get a tool error for the others\n",
+        "warn cluster: this instance sent no heartbeat for 2.5 s (its event loop stalled?): the others may "
+        "have taken it as gone, so its calls between instances end and it joins again\n",
+    ]
+
+
+def test_json_lines_of_events_and_messages():
+    events, stream, _ = make(json_lines=True, level=logging.DEBUG)
+    events.app_closed("app", 1000, "")
+    events.agent_unauthorized("bad signature")
+    closed, message = (json.loads(write) for write in stream.writes)
+    assert closed | {"timestamp": None} == {
+        "timestamp": None,
+        "level": "info",
+        "event": "app_closed",
+        "client_id": "app",
+        "code": 1000,
+        "reason": "",
+    }
+    assert message | {"timestamp": None} == {
+        "timestamp": None,
+        "level": "debug",
+        "event": "message",
+        "message": "agent refused: bad signature",
+    }
+
+
+@pytest.mark.parametrize(
+    ("level", "written"),
+    [
+        (logging.INFO, 11),  # all but the 401 at debug
+        (logging.WARNING, 7),  # app_refused and the six warnings of the cluster
+        (logging.ERROR, 0),
+    ],
+)
+def test_below_its_level_an_event_has_no_line(level, written):
+    events, stream, scheduled = make(level=level)
+    _tell_every_event(events)
+    events.call_ended(agent_call("app", "echo"), RESULT, 0.5)
+    if level > logging.INFO:
+        assert scheduled == [] and events._pending == []  # no call line is even made
+    assert len(stream.writes) == written
+
+
+def test_the_base_event_log_tells_nobody():
+    bridge = make_bridge()  # given no event log: the base class, whose methods do nothing
+    assert type(bridge.events).__name__ == "EventLog"
+    _tell_every_event(bridge.events)
+    bridge.events.call_ended(agent_call("app", "echo"), RESULT, 0.5)

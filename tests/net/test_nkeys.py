@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from natsserver import NKey, Operator
+from natsserver import NKey, Operator, encode_seed
 
 from clientmcp_fast.net import nkeys
 from clientmcp_fast.net.nkeys import CredsError, CredsSigner, parse_creds, read_creds
@@ -72,7 +72,7 @@ def test_crc16_is_xmodem():
 def test_seeds_public_keys_and_signatures_are_the_nkeys_packages(prefix):
     for _ in range(8):
         secret = os.urandom(32)
-        seed = nkeys.encode_seed(prefix, secret)
+        seed = encode_seed(prefix, secret)
         assert seed == reference.encode_seed(secret, prefix).decode()
         pair = reference.from_seed(bytearray(seed.encode()))
         assert nkeys.encode_public_key(prefix, nkeys.ed25519_public_key(secret)) == pair.public_key.decode()
