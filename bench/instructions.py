@@ -258,11 +258,14 @@ def joined(loop: StepLoop, count: int) -> tuple[list[Server], Callable[[], None]
         is_connected = True
         max_payload = 8 * 1024 * 1024
 
+    class Connection:  # the process's NATS connection (net/nats_connection.py), as the cluster reads it here
+        instance = "0" * 12
+
     settings = bench_settings()
     servers, clusters = [], []
     for index in range(count):
         server = Server(settings, loop)
-        cluster = NatsCluster(server, ("nats://127.0.0.1:4222",))
+        cluster = NatsCluster(server, Connection())  # type: ignore[arg-type]
         # Fixed instance IDs: the counts do not depend on random subjects' lengths and hashes.
         name = f"{index:012x}"
         cluster.instance = cluster.directory.instance = cluster.directory.forwarding.instance = name

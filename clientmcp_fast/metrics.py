@@ -207,7 +207,7 @@ def _cluster(cluster: NatsCluster, counters: Counters) -> Iterator[object]:
     yield _counter(
         "clientmcp_cluster_reconnects",
         "Times the NATS connection came back after it was lost",
-        cluster.reconnects,
+        cluster.connection.reconnects,
     )
     yield _gauge(
         "clientmcp_cluster_instances", "Other bridge instances heard from lately", len(directory.peers)

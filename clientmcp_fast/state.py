@@ -1,16 +1,19 @@
 """Where token generations are kept, and how a running bridge follows them (docs/configuration.md, Revocation).
 
-A store is a small interface, `GenerationStore`: read every row, tell cheaply whether anything
-changed since, read one generation, raise one. `SqliteStore` is the one-process store, a
-SQLite file (`--state PATH`) shared by the bridge and `clientmcp revoke` / `clientmcp token`.
-A cluster's store, a NATS JetStream key-value bucket (`--state nats`), is the second
-implementation, `NatsBucketStore` in net/nats_state.py, which a bridge follows by watching the
-bucket (`NatsGenerationFollower` there) rather than by polling.
+A store is a small interface, `GenerationStore` (generation_store.py): read every row, tell
+cheaply whether anything changed since, read one generation, raise one; and a bridge keeps its
+table current through a `GenerationFollower` (the same module), started and stopped the same
+way whatever the store. `SqliteStore` is the one-process store, a SQLite file (`--state PATH`)
+shared by the bridge and `clientmcp revoke` / `clientmcp token`, which a bridge follows with
+`FileGenerationFollower`. A cluster's store, a NATS JetStream key-value bucket (`--state
+nats`), is the second implementation, `NatsBucketStore` and `NatsGenerationFollower` in
+net/nats_state.py. `open_store` and `new_follower` are the one place that picks one of the two
+from the `--state` value.
 
 The core keeps the table in memory (core/generations.py) and never reads the file:
-`GenerationFollower` looks at the store in a thread of its own, on a timer of the event loop,
-and hands what changed to the loop. The file holds a change log beside the table, filled by
-triggers, so that a look reads the rows that changed, not the whole table.
+`FileGenerationFollower` looks at the store in a thread of its own, on a timer of the event
+loop, and hands what changed to the loop. The file holds a change log beside the table, filled
+by triggers, so that a look reads the rows that changed, not the whole table.
 """
 
 from __future__ import annotations
@@ -21,27 +24,22 @@ import dataclasses
 import os
 import sqlite3
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from clientmcp_fast.config import STATE_NATS
-from clientmcp_fast.core.generations import (
-    MAX_GENERATION,
-    Generations,
-    close_revoked_apps,
-    generation_problem,
-)
-from clientmcp_fast.core.tokens import ROLE_CLIENT, ROLES, TokenVerifier
+from clientmcp_fast.core.generations import MAX_GENERATION, Generations, generation_problem
+from clientmcp_fast.core.tokens import ROLES, TokenVerifier
+from clientmcp_fast.generation_store import GenerationFollower, GenerationStore, StoreError, announce_changes
 from clientmcp_fast.log import logger
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
+    from clientmcp_fast.net.nats_connection import NatsConnection
 
 # How often a running bridge looks for changes: a revocation counts within this delay (plus
 # the time to read the rows that changed). A look without a change is one stat and one
 # `PRAGMA data_version`, a few microseconds, in the store's thread.
 POLL_SECONDS = 0.1
-# Changes logged one line each; beyond, a count (a restored backup may change thousands).
-LOGGED_CHANGES = 20
 # How long a writer waits for another one (two `clientmcp revoke` at once) before failing;
 # the bridge too, for its first read, before it listens.
 BUSY_TIMEOUT_SECONDS = 5.0
@@ -94,37 +92,12 @@ _SCHEMA_NAMES = (
 )
 
 
-class StoreError(Exception):
-    """The store cannot be used; the message is one line for the operator."""
-
-
 class StoreBusyError(StoreError):
     """The file is locked by another process for longer than this connection waits."""
 
 
 class BadGenerationError(StoreError):
     """A stored generation is not a non-negative integer (a row written by hand); one line saying which."""
-
-
-class GenerationStore(Protocol):
-    """Where generations live, shared by every bridge and `clientmcp` command that names it."""
-
-    path: str  # where it is, as messages name it: the file's path, or the bucket
-
-    def rows(self) -> list[tuple[str, str, int]]:
-        """Every generation kept, as (role, client ID, generation); absent ones are 0."""
-
-    def changed(self) -> bool:
-        """Whether anything may have changed since the last call (cheap: it runs ten times a second)."""
-
-    def current(self, role: str, client_id: str) -> int:
-        """One generation, 0 when none is kept."""
-
-    def raise_generation(self, role: str, client_id: str) -> int:
-        """Add one to a generation, atomically against other writers; the new generation."""
-
-    def close(self) -> None:
-        """Release the store."""
 
 
 @dataclasses.dataclass
@@ -140,7 +113,7 @@ class SqliteStore:
 
     The file is in WAL mode: the bridge's looks never wait for a writer, and a writer never
     waits for the bridge. Like any SQLite file in WAL mode it must be on a local file system.
-    A running bridge uses one store from one thread at a time (`GenerationFollower`).
+    A running bridge uses one store from one thread at a time (`FileGenerationFollower`).
     """
 
     def __init__(self, path: str, busy_seconds: float = BUSY_TIMEOUT_SECONDS) -> None:
@@ -397,24 +370,19 @@ def open_store(path: str, nats_urls: tuple[str, ...] = ()) -> GenerationStore:
     return SqliteStore(path)
 
 
-def announce_changes(
-    generations: Generations, bridge: Bridge, changed: list[tuple[str, str]], now: float
-) -> None:
-    """Log the generations that changed and close with 4401 the apps connected here that they revoke.
+def new_follower(
+    path: str,
+    nats: NatsConnection | None,
+    verifier: TokenVerifier,
+    bridge: Bridge,
+    loop: asyncio.AbstractEventLoop,
+) -> GenerationFollower:
+    """The follower of the store a `--state` value names (`nats`: the bucket, through the process's `nats`)."""
+    if path == STATE_NATS:
+        from clientmcp_fast.net.nats_state import NatsGenerationFollower  # nats-py only with --state nats
 
-    In a cluster an app held by another instance is closed there, by that instance's own follower.
-    """
-    if len(changed) > LOGGED_CHANGES:  # a file replaced, a bucket re-read: one line, not one per row
-        logger.info("%d generations changed in the state store", len(changed))
-    for role, client_id in changed[:LOGGED_CHANGES]:
-        logger.info("%s generation of %s is now %d", role, client_id, generations.current(role, client_id))
-    local = {}
-    for role, client_id in changed:
-        app = bridge.apps.get(client_id) if role == ROLE_CLIENT else None
-        if app is not None and not bridge.router.is_remote(app):
-            local[client_id] = app
-    for client_id in close_revoked_apps(local, changed, now):
-        logger.info("app %s closed: its token was revoked", client_id)
+        return NatsGenerationFollower(nats, verifier, bridge, loop)
+    return FileGenerationFollower(path, verifier, bridge, loop)
 
 
 def bad_rows(rows: list[tuple[str, str, object]]) -> dict[tuple[str, str], str]:
@@ -438,8 +406,8 @@ class _Changes:
     looked: list[tuple[str, str]]  # not whole: every pair looked at, good or not
 
 
-class GenerationFollower:
-    """Keeps a running bridge's generations current: loads them at start, then follows the store.
+class FileGenerationFollower:
+    """Keeps a running bridge's generations current from a state file: loads them at start, then follows it.
 
     Every POLL_SECONDS after the last look ended, the next one runs in the follower's own
     thread (one look at a time, so the SQLite connection has one user): it reads the rows
@@ -581,8 +549,8 @@ class GenerationFollower:
         else:  # not the file's doing: say what it was, still once
             logger.warning("state store look failed, keeping the last generations read: %r", error)
 
-    async def close(self) -> None:
-        """Stop following and release the store (the same call as the NATS follower's)."""
+    async def stop(self) -> None:
+        """Stop following and release the file."""
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()

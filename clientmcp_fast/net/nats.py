@@ -4,20 +4,15 @@ Used only with `--nats` / CLIENTMCP_NATS (docs/scaling.md); a single process nev
 it. What the directory sends in one loop turn leaves as one NATS message per subject (a
 MessagePack array of messages) signed by the instance (core/bus_auth.py), and what arrives
 is fed to the directory with the loop's time if its signature, time and counter are good,
-else dropped and counted (docs/scaling.md, Threat model). Credentials: user and password or
-a token in the URL, or a creds file named by CLIENTMCP_NATS_CREDS (signed by net/nkeys.py,
-not the nkeys package); `tls://` URLs use TLS with the system's certificate authorities. A
-server that refuses the credentials is said in a warning at the first refusal (and again
-after any success), and the instance keeps serving its own apps and retrying, as when NATS
-is down.
+else dropped and counted (docs/scaling.md, Threat model). The connection is the process's
+one (net/nats_connection.py, shared with `--state nats`), which holds the credentials and the
+retries: the instance keeps serving its own apps while NATS is down or refuses it, and joins
+when it is reached.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import secrets
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -28,38 +23,16 @@ from clientmcp_fast.core.wire import encode as _encode
 from clientmcp_fast.log import logger
 
 if TYPE_CHECKING:
+    from clientmcp_fast.net.nats_connection import NatsConnection
     from clientmcp_fast.net.server import Server
 
 TICK_SECONDS = 0.25  # how often the directory's timer runs (heartbeats, dead instances)
-RECONNECT_SECONDS = 0.5
-CONNECT_TIMEOUT_SECONDS = 2
 
 _ENVELOPE = 5  # an array header is at most 5 bytes
 _SEAL = 1 + 32 + 18 + 64  # core/bus_auth.py: the mark, the MAC, the header and the longest sender
 # Every message the protocol allows (4 MiB, docs/protocol.md, Register validation) passes a
 # NATS server whose max_payload is at least this; a lower one is warned of at start.
 WANTED_PAYLOAD = 8 * 1024 * 1024
-
-
-# What a NATS server answers to credentials it refuses: -ERR 'Authorization Violation', and
-# 'User Authentication Expired' or 'User Authentication Revoked' for a JWT past its time.
-_REFUSED = re.compile(r"authorization violation|authentication (expired|revoked)", re.IGNORECASE)
-
-
-def creds_options(path: str) -> dict[str, Any]:
-    """nats.connect's options that sign with the creds file at `path` (net/nkeys.py); ConfigError if unusable."""
-    from clientmcp_fast.config import ConfigError
-    from clientmcp_fast.net.nkeys import CredsError, CredsSigner
-
-    def unusable(error: CredsError) -> None:
-        logger.warning(
-            "nats: CLIENTMCP_NATS_CREDS %r: %s; signing with the file as it was last read", path, error
-        )
-
-    try:
-        return CredsSigner(path, on_error=unusable).options()
-    except CredsError as error:
-        raise ConfigError(f"CLIENTMCP_NATS_CREDS: {path!r}: {error}") from None
 
 
 def _array(items: list[bytes]) -> bytes:
@@ -137,27 +110,25 @@ async def _subscribe(nc: Any, subject: str, deliver: Callable[[str, bytes], None
 
 
 class NatsCluster:
-    """This instance's membership of the cluster: the NATS connection, the directory, its timer."""
+    """This instance's membership of the cluster: the directory, its timer, its use of the process's NATS connection."""
 
-    def __init__(self, server: Server, urls: tuple[str, ...], prefix: str = "clientmcp") -> None:
+    def __init__(self, server: Server, connection: NatsConnection, prefix: str = "clientmcp") -> None:
         self.server = server
         self.loop = server.loop
-        self.urls = list(urls)
-        self.instance = secrets.token_hex(6)
+        self.connection = connection
+        self.instance = connection.instance
         self.directory = Directory(server.bridge, self, self.instance, prefix, epoch_floor(time.time()))
         server.bridge.router = self.directory
         settings = server.settings
         self.auth = BusAuth(settings.secrets, settings.signing_secret, self.instance)
-        self.nc: Any = None
-        self._pending: dict[str, list[tuple]] = {}
+        self.nc: Any = None  # the connection's nats-py client, once joined
+        self._pending: dict[str, list[Message]] = {}
         self._flush_due = False  # `_flush` is scheduled for the end of this turn
         self._publisher: asyncio.Task | None = None
         self._connector: asyncio.Task | None = None
         self._tick: asyncio.TimerHandle | None = None
         self._stopping = False
-        self._refusal: str | None = None  # the last refusal of our credentials, said once
-        self._creds: dict[str, Any] = {}  # nats.connect's options for a creds file
-        self.reconnects = 0  # read by the metrics collector
+        self._joined = False  # subscribed: the connection's returns bring the bus up again
         self.direct = True  # every subscription handed its messages without nats-py's task
 
     # -- the Bus port ------------------------------------------------------------------------
@@ -250,48 +221,20 @@ class NatsCluster:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect in the background: the bridge serves its own apps and agents meanwhile."""
-        try:
-            import nats  # noqa: F401 - only with --nats
-        except ImportError:
-            from clientmcp_fast.config import ConfigError
-
-            raise ConfigError("--nats needs nats-py: pip install 'clientmcp-fast[nats]'") from None
-        creds = os.environ.get("CLIENTMCP_NATS_CREDS")
-        if creds:
-            self._creds = creds_options(creds)
-        self._connector = self.loop.create_task(self._connect())
+        """Join in the background once NATS is reached: the bridge serves its own apps and agents meanwhile."""
+        self.connection.watch(self._disconnected, self._reconnected)
+        self._connector = self.loop.create_task(self._join())
         self._tick = self.loop.call_later(TICK_SECONDS, self._on_tick)
 
-    async def _connect(self) -> None:
-        import nats  # only with --nats
-
-        while not self._stopping:
-            try:
-                self.nc = await nats.connect(
-                    servers=self.urls,
-                    name=f"clientmcp-{self.instance}",
-                    no_echo=True,
-                    allow_reconnect=True,
-                    max_reconnect_attempts=-1,
-                    reconnect_time_wait=RECONNECT_SECONDS,
-                    connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                    disconnected_cb=self._disconnected,
-                    reconnected_cb=self._reconnected,
-                    error_cb=self._error,
-                    **self._creds,
-                )
-                break
-            except Exception as error:  # noqa: BLE001 - no server answers yet: try again
-                logger.warning("nats: cannot connect (%s); retrying", error or type(error).__name__)
-                await asyncio.sleep(RECONNECT_SECONDS)
-        else:
-            return
-        nc = self.nc
+    async def _join(self) -> None:
+        self.nc = nc = await self.connection.wait_open()
         for subject in self.directory.subscriptions():
             self.direct = await _subscribe(nc, subject, self._deliver) and self.direct
-        await nc.flush()
-        self._refusal = None
+        try:
+            await nc.flush()  # subscribed on the server before anyone is asked to answer
+        except Exception as error:  # noqa: BLE001 - lost meanwhile: its return brings the bus up
+            logger.debug("nats: joining: %s", error)
+        self._joined = True
         logger.info("nats: joined the cluster as instance %s (wire version %d)", self.instance, WIRE_VERSION)
         if nc.max_payload < WANTED_PAYLOAD:
             logger.warning(
@@ -299,34 +242,21 @@ class NatsCluster:
                 "instances get a tool error; set max_payload to 8MB (docs/scaling.md, Settings)",
                 nc.max_payload,
             )
-        self.directory.bus_up(self.loop.time())
+        if nc.is_connected:
+            self.directory.bus_up(self.loop.time())
 
-    async def _disconnected(self) -> None:
+    def _disconnected(self) -> None:
+        if not self._joined:
+            return
         if not self._stopping:
             logger.warning("nats: disconnected; apps on other instances are unreachable until it is back")
         self.directory.bus_down(self.loop.time())
 
-    async def _reconnected(self) -> None:
-        self.reconnects += 1
-        self._refusal = None
+    def _reconnected(self) -> None:
+        if not self._joined:
+            return
         logger.info("nats: reconnected")
         self.directory.bus_up(self.loop.time())
-
-    async def _error(self, error: Exception) -> None:
-        text = str(error) or type(error).__name__
-        if not _REFUSED.search(text):
-            logger.debug("nats: %s", text)
-            return
-        # Said once per refusal, not at every retry (twice a second): the instance serves its
-        # own apps meanwhile, and the refusal may be mended on the NATS side without a restart.
-        if text != self._refusal:
-            self._refusal = text
-            logger.warning(
-                "nats: the server refused this instance's credentials (%s): apps on other "
-                "instances are unreachable until it accepts them; retrying (CLIENTMCP_NATS, "
-                "CLIENTMCP_NATS_CREDS: docs/scaling.md, Settings)",
-                text.removeprefix("nats: "),
-            )
 
     def _deliver(self, subject: str, data: bytes) -> None:
         """A NATS message's payload: if signed by an instance and fresh, each message in it, to the directory.
@@ -357,22 +287,15 @@ class NatsCluster:
         self._tick = self.loop.call_later(TICK_SECONDS, self._on_tick)
 
     async def stop(self) -> None:
-        """After the bridge's shutdown: send what is queued (the apps' GONE), then leave."""
+        """After the bridge's shutdown: what is queued (the apps' GONE) handed to the connection, left open."""
         self._stopping = True
         if self._tick is not None:
             self._tick.cancel()
         if self._connector is not None and not self._connector.done():
             self._connector.cancel()
         if self._flush_due:
-            self._flush()  # what this turn queued (the apps' GONE), before the PING of `flush` below
+            self._flush()  # what this turn queued (the apps' GONE), before the connection's last flush
         for _ in range(50):
             if self._publisher is None:
                 break
             await asyncio.sleep(0.01)
-        nc = self.nc
-        if nc is not None and not nc.is_closed:
-            try:
-                await asyncio.wait_for(nc.flush(), 1.0)
-            except Exception:  # noqa: BLE001
-                pass
-            await nc.close()

@@ -10,30 +10,30 @@ A key is the role, a dot, and the hex of the client ID's UTF-8 (`client.616c6963
 token of `[0-9a-f]`, as the cluster's subjects do (net/nats.py). A value is the generation
 in ASCII decimal. A key absent or deleted means generation 0.
 
-Used only with `--state nats`; a single process never imports it (nor nats-py).
+Used only with `--state nats`; a single process never imports it (nor nats-py). A bridge
+reads and watches the bucket through the process's one NATS connection, the cluster's
+(net/nats_connection.py); `clientmcp revoke` and `clientmcp token` open one of the same kind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 from typing import TYPE_CHECKING, Any
 
 from clientmcp_fast.core.generations import MAX_GENERATION, Generations
 from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, ROLES, TokenVerifier
+from clientmcp_fast.generation_store import StoreError, announce_changes
 from clientmcp_fast.log import logger
-from clientmcp_fast.state import StoreError, announce_changes
+from clientmcp_fast.net.nats_connection import NatsConnection, NatsUnreachable, error_text, where
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
 
 BUCKET = "clientmcp_generations"
-CONNECT_TIMEOUT_SECONDS = 2
 # Each JetStream request (bucket info, get, update, watch set-up) fails after this.
 REQUEST_TIMEOUT_SECONDS = 5
-RECONNECT_SECONDS = 0.5  # as the cluster's own connection (net/nats.py)
 # A re-read after NATS came back that fails (JetStream not ready yet) is tried again this often.
 RETRY_SECONDS = 0.5
 # Compare-and-set rounds one revoke tries while other revokes of the same key win the race.
@@ -84,68 +84,27 @@ def parse_generation(value: bytes | None) -> int | None:
     return generation if generation <= MAX_GENERATION else None
 
 
-def where(urls: tuple[str, ...] | list[str]) -> str:
-    """The servers as a log line may name them: without user, password or token."""
-    shown = []
-    for url in urls:
-        scheme, _, rest = url.partition("://")
-        shown.append(f"{scheme}://{rest.rsplit('@', 1)[-1]}")
-    return ", ".join(shown)
-
-
 # -- the bucket -----------------------------------------------------------------------------------
 
 
-def _credentials() -> dict[str, Any]:
-    """The same creds file as the cluster's connection (net/nats.py), from the environment only."""
-    creds = os.environ.get("CLIENTMCP_NATS_CREDS")
-    if not creds:
-        return {}
+def _connection(urls: tuple[str, ...]) -> NatsConnection:
+    """A command's NATS connection (made once or failed); NatsStateError if the settings cannot make one."""
     from clientmcp_fast.config import ConfigError
-    from clientmcp_fast.net.nats import creds_options
 
+    if not urls:
+        raise NatsStateError("--state nats needs the NATS servers: set CLIENTMCP_NATS or --nats")
     try:
-        return creds_options(creds)
-    except ConfigError as error:
+        return NatsConnection(urls, reconnect=False)
+    except ConfigError as error:  # nats-py missing, a creds file unusable
         raise NatsStateError(str(error)) from None
 
 
-async def connect(urls: tuple[str, ...], *, follow: bool, **callbacks: Any) -> Any:
-    """A NATS connection, or NatsStateError; `follow`: it reconnects for ever once made (the bridge)."""
+async def _open(connection: NatsConnection) -> Any:
+    """The connection's nats-py client, made now if need be; NatsStateError saying why it cannot be."""
     try:
-        import nats
-    except ImportError:
-        raise NatsStateError("--state nats needs nats-py: pip install 'clientmcp-fast[nats]'") from None
-    credentials = _credentials()
-    last_failure: list[Exception] = []  # only the last: a bridge's connection fails on every retry
-
-    async def failed(error: Exception) -> None:
-        # nats-py's own callback logs a traceback per failed attempt; the last one is said below.
-        last_failure[:] = [error]
-        logger.debug("nats state: %s", error)
-
-    try:
-        # max_reconnect_attempts=1: each server is tried twice, then connect() fails (0 would
-        # try for ever); a bridge's connection then reconnects for ever (below).
-        nc = await nats.connect(
-            servers=list(urls),
-            name="clientmcp-generations",
-            allow_reconnect=follow,
-            max_reconnect_attempts=1,
-            reconnect_time_wait=RECONNECT_SECONDS,
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            error_cb=failed,
-            **callbacks,
-            **credentials,
-        )
-    except Exception as error:  # noqa: BLE001 - refused, timed out, TLS, authorization: all one line
-        reason = last_failure[0] if last_failure else error
-        raise NatsStateError(
-            f"state nats: cannot connect to NATS at {where(urls)}: {_text(reason)}"
-        ) from None
-    if follow:
-        nc.options["max_reconnect_attempts"] = -1
-    return nc
+        return await connection.open()
+    except NatsUnreachable as error:
+        raise NatsStateError(f"state nats: {error}") from None
 
 
 async def open_bucket(nc: Any, urls: tuple[str, ...]) -> Any:
@@ -173,12 +132,7 @@ async def open_bucket(nc: Any, urls: tuple[str, ...]) -> Any:
             "(and a store directory, -sd), or enable JetStream for this account"
         ) from None
     except (nats.errors.Error, asyncio.TimeoutError) as error:
-        raise NatsStateError(f"state nats: bucket {BUCKET} at {where(urls)}: {_text(error)}") from None
-
-
-def _text(error: BaseException) -> str:
-    description = getattr(error, "description", None)
-    return description or str(error) or type(error).__name__
+        raise NatsStateError(f"state nats: bucket {BUCKET} at {where(urls)}: {error_text(error)}") from None
 
 
 def entry_row(entry: Any) -> tuple[str, str, int] | None:
@@ -257,15 +211,13 @@ class NatsBucketStore:
     """The bucket as `clientmcp revoke` and `clientmcp token` use it: one call at a time, on a loop of its own."""
 
     def __init__(self, urls: tuple[str, ...]) -> None:
-        if not urls:
-            raise NatsStateError("--state nats needs the NATS servers: set CLIENTMCP_NATS or --nats")
         self.urls = urls
         self.path = f"NATS bucket {BUCKET}"  # how `clientmcp token` names where it read
+        self._connection = _connection(urls)
         self._loop = asyncio.new_event_loop()
-        self._nc: Any = None
         try:
-            self._nc = self._run(connect(urls, follow=False))
-            self._kv = self._run(open_bucket(self._nc, urls))
+            nc = self._run(_open(self._connection))
+            self._kv = self._run(open_bucket(nc, urls))
             self._seq = self._run(self._last_sequence())
         except BaseException:
             self.close()
@@ -278,7 +230,7 @@ class NatsBucketStore:
             return self._loop.run_until_complete(work)
         except (nats.errors.Error, asyncio.TimeoutError) as error:
             raise NatsStateError(
-                f"state nats: bucket {BUCKET} at {where(self.urls)}: {_text(error)}"
+                f"state nats: bucket {BUCKET} at {where(self.urls)}: {error_text(error)}"
             ) from None
 
     async def _last_sequence(self) -> int:
@@ -309,31 +261,32 @@ class NatsBucketStore:
         return self._run(raise_generation(self._kv, role, client_id))
 
     def close(self) -> None:
-        if self._nc is not None and not self._nc.is_closed:
-            try:
-                self._loop.run_until_complete(asyncio.wait_for(self._nc.close(), REQUEST_TIMEOUT_SECONDS))
-            except Exception:  # noqa: BLE001 - closing a connection already lost
-                pass
+        self._loop.run_until_complete(self._connection.close())
         self._loop.close()
 
 
 class NatsGenerationFollower:
     """Keeps a bridge's generations current from the bucket: read at start, then watched.
 
-    NATS lost while serving: the last generations read stay in force (one warning). When the
-    connection is back, the bucket is read again whole, so raises made meanwhile count then
-    (and apps they revoke are closed), and the watch goes on from there.
+    It reads through the process's NATS connection (net/nats_connection.py), which the cluster
+    shares and the server owns: stopping the follower leaves the connection open. NATS lost
+    while serving: the last generations read stay in force (one warning). When the connection
+    is back, the bucket is read again whole, so raises made meanwhile count then (and apps they
+    revoke are closed), and the watch goes on from there.
     """
 
     def __init__(
-        self, urls: tuple[str, ...], verifier: TokenVerifier, bridge: Bridge, loop: asyncio.AbstractEventLoop
+        self,
+        connection: NatsConnection | None,
+        verifier: TokenVerifier,
+        bridge: Bridge,
+        loop: asyncio.AbstractEventLoop,
     ) -> None:
-        self.urls = urls
+        self.connection = connection
         self.generations = Generations()
         self._verifier = verifier
         self._bridge = bridge
         self._loop = loop
-        self._nc: Any = None
         self._kv: Any = None
         self._watcher: Any = None
         self._task: asyncio.Task | None = None
@@ -341,22 +294,22 @@ class NatsGenerationFollower:
         self._stopping = False
 
     async def start(self) -> None:
-        """Connect, read the bucket and start watching it; NatsStateError if any of it fails."""
-        if not self.urls:
+        """Connect if need be, read the bucket and start watching it; NatsStateError if any of it fails."""
+        connection = self.connection
+        if connection is None:
             raise NatsStateError("--state nats needs the NATS servers: set CLIENTMCP_NATS or --nats")
-        self._nc = await connect(
-            self.urls, follow=True, disconnected_cb=self._disconnected, reconnected_cb=self._reconnected
-        )
+        nc = await _open(connection)
+        connection.watch(self._disconnected, self._reconnected)
         try:
-            self._kv = await open_bucket(self._nc, self.urls)
+            self._kv = await open_bucket(nc, connection.urls)
             watcher, rows = await read_all(self._kv)
         except NatsStateError:
-            await self.close()
+            await self.stop()
             raise
         except Exception as error:  # noqa: BLE001 - a timeout or an API error while reading
-            await self.close()
+            await self.stop()
             raise NatsStateError(
-                f"state nats: bucket {BUCKET} at {where(self.urls)}: {_text(error)}"
+                f"state nats: bucket {BUCKET} at {where(connection.urls)}: {error_text(error)}"
             ) from None
         self.generations.replace(rows)
         self.generations.attach(self._verifier)
@@ -389,7 +342,7 @@ class NatsGenerationFollower:
                 if not failing:
                     failing = True
                     logger.warning(
-                        "nats state: cannot read bucket %s yet (%s); retrying", BUCKET, _text(error)
+                        "nats state: cannot read bucket %s yet (%s); retrying", BUCKET, error_text(error)
                     )
                 await asyncio.sleep(RETRY_SECONDS)
         else:
@@ -402,12 +355,12 @@ class NatsGenerationFollower:
         announce_changes(self.generations, self._bridge, changed, self._loop.time())
         await self._follow(watcher)
 
-    async def _disconnected(self) -> None:
+    def _disconnected(self) -> None:
         if not self._stopping and not self._lost:
             self._lost = True
             logger.warning("nats state: NATS lost; keeping the last token generations read until it is back")
 
-    async def _reconnected(self) -> None:
+    def _reconnected(self) -> None:
         if self._stopping:
             return
         logger.info("nats state: NATS back; reading the token generations again")
@@ -415,8 +368,8 @@ class NatsGenerationFollower:
             self._task.cancel()
         self._task = self._loop.create_task(self._resync())
 
-    async def close(self) -> None:
-        """Stop watching and leave NATS."""
+    async def stop(self) -> None:
+        """Stop watching; the connection stays, for its owner to close."""
         self._stopping = True
         task, self._task = self._task, None
         if task is not None:
@@ -428,8 +381,3 @@ class NatsGenerationFollower:
             await _stop(self._watcher)
             self._watcher = None
             await asyncio.sleep(0)  # the watcher's heartbeat tasks, cancelled by stop(), end now
-        if self._nc is not None and not self._nc.is_closed:
-            try:
-                await asyncio.wait_for(self._nc.close(), REQUEST_TIMEOUT_SECONDS)
-            except Exception:  # noqa: BLE001 - closing a connection already lost
-                pass

@@ -23,10 +23,10 @@ from clientmcp_fast.net.websocket import WebSocketProtocol, WriteQueue
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.limits import Limits
+    from clientmcp_fast.generation_store import GenerationFollower
     from clientmcp_fast.metrics import MetricsListener
     from clientmcp_fast.net.nats import NatsCluster
-    from clientmcp_fast.net.nats_state import NatsGenerationFollower
-    from clientmcp_fast.state import GenerationFollower
+    from clientmcp_fast.net.nats_connection import NatsConnection
 
 SHUTDOWN_GRACE_SECONDS = 4.0
 # Out of open files, libuv accepts each new connection and closes it at once (its reserved
@@ -96,32 +96,18 @@ def listen_failure(error: OSError) -> str:
     return os.strerror(error.errno)
 
 
-async def _follow_generations(server: Server) -> GenerationFollower | NatsGenerationFollower:
+async def _follow_generations(server: Server, state: str) -> GenerationFollower:
     """Token generations from the state store, followed from now on (docs/configuration.md, Revocation).
 
     A store that cannot be used stops the bridge before it serves, as a bad setting does: a
     bridge that ignored the store would accept every revoked token.
     """
-    from clientmcp_fast.config import STATE_NATS
-    from clientmcp_fast.state import GenerationFollower, StoreError  # sqlite3 only when used
+    from clientmcp_fast.generation_store import StoreError
+    from clientmcp_fast.state import new_follower  # sqlite3 only when used
 
-    if server.settings.state == STATE_NATS:
-        from clientmcp_fast.net.nats_state import NatsGenerationFollower  # nats-py only then
-
-        watcher = NatsGenerationFollower(server.settings.nats, server.verifier, server.bridge, server.loop)
-        try:
-            await watcher.start()
-        except StoreError as error:
-            raise ConfigError(str(error)) from None
-        return watcher
-    follower = GenerationFollower(
-        server.settings.state,  # type: ignore[arg-type]
-        server.verifier,
-        server.bridge,
-        server.loop,
-    )
+    follower = new_follower(state, server.nats, server.verifier, server.bridge, server.loop)
     try:
-        await follower.start()  # in the follower's thread: the loop never waits for the file
+        await follower.start()  # a file is read in the follower's thread: the loop never waits for it
     except StoreError as error:
         raise ConfigError(str(error)) from None
     return follower
@@ -164,15 +150,25 @@ class Server:
         self._files_warned = False  # and that episode was logged
         self._files_warned_at: float | None = None
         # with a state store (--state): a file, or the cluster's bucket
-        self.generations: GenerationFollower | NatsGenerationFollower | None = None
+        self.generations: GenerationFollower | None = None
+        # with --nats: the process's one NATS connection, the cluster's and the bucket's
+        self.nats: NatsConnection | None = None
         self.cluster: NatsCluster | None = None  # with --nats (docs/scaling.md)
         self.metrics: MetricsListener | None = None  # with --metrics (docs/operations.md)
 
     async def start(self) -> None:
         """Listen; `port` is the bound port afterwards (useful with port 0)."""
         host = self.settings.host
+        if self.settings.nats and self.nats is None:
+            from clientmcp_fast.net.nats_connection import NatsConnection  # nats-py only with --nats
+
+            self.nats = NatsConnection(self.settings.nats)
         if self.settings.state is not None and self.generations is None:
-            self.generations = await _follow_generations(self)
+            try:
+                self.generations = await _follow_generations(self, self.settings.state)
+            except BaseException:
+                await self._let_go()
+                raise
         try:
             self._listener = await self.loop.create_server(
                 lambda: HttpProtocol(self),
@@ -183,18 +179,16 @@ class Server:
                 reuse_port=self.settings.reuse_port or None,
             )
         except OSError as error:
-            if self.generations is not None:
-                await self.generations.close()
-                self.generations = None
+            await self._let_go()
             # A port taken, an address not on this machine, a name that does not resolve: the
             # operator changes a setting, so it is reported and exits as a bad setting does.
             where = address_text(host, self.settings.port)
             raise ConfigError(f"cannot listen on {where}: {listen_failure(error)}") from None
         self.port = self._listener.sockets[0].getsockname()[1]
-        if self.settings.nats and self.cluster is None:
+        if self.nats is not None and self.cluster is None:
             from clientmcp_fast.net.nats import NatsCluster  # nats-py only with --nats
 
-            self.cluster = NatsCluster(self, self.settings.nats)
+            self.cluster = NatsCluster(self, self.nats)
             await self.cluster.start()
         if self.settings.metrics is not None and self.metrics is None:
             await self._start_metrics(*self.settings.metrics)
@@ -210,13 +204,23 @@ class Server:
             await metrics.start(host, port)
         except OSError as error:
             self._listener.close()  # type: ignore[union-attr]
-            if self.generations is not None:
-                await self.generations.close()
-                self.generations = None
+            await self._let_go()
             where = address_text(host, port)
             raise ConfigError(f"--metrics: cannot listen on {where}: {listen_failure(error)}") from None
         self.metrics = metrics
         logger.info("metrics on http://%s/metrics", address_text(host, metrics.port))
+
+    async def _let_go(self) -> None:
+        """What a start that failed had opened: the generations' follower, the cluster, the NATS connection."""
+        if self.generations is not None:
+            await self.generations.stop()
+            self.generations = None
+        if self.cluster is not None:
+            await self.cluster.stop()
+            self.cluster = None
+        if self.nats is not None:
+            await self.nats.close()
+            self.nats = None
 
     async def run(self) -> None:
         """Serve until SIGTERM or SIGINT, then shut down gracefully (docs/protocol.md, Shutdown)."""
@@ -364,9 +368,11 @@ class Server:
             if handle is not None:
                 handle.cancel()
         if self.generations is not None:
-            await self.generations.close()
+            await self.generations.stop()
         if self.cluster is not None:
             await self.cluster.stop()
+        if self.nats is not None:
+            await self.nats.close()  # after the cluster's GONE
         if self.metrics is not None:
             await self.metrics.stop()
         if self._listener is not None:

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 from clientmcp_fast.net import nkeys
@@ -32,10 +33,12 @@ class NatsServer:
     server's disk does.
     """
 
-    def __init__(self, jetstream: bool = True, config: str | None = None) -> None:
+    def __init__(self, jetstream: bool = True, config: str | None = None, monitor: bool = False) -> None:
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.jetstream = jetstream
+        # nats-server's monitoring endpoint (-m), for the tests that count its clients (`clients`)
+        self.monitor_port = free_port() if monitor else None
         self._store = tempfile.TemporaryDirectory(prefix="nats-js-")
         self.config = config  # a configuration file's text (-c), for what has no flag (operator mode)
 
@@ -50,8 +53,9 @@ class NatsServer:
             path = Path(self._store.name) / "nats.conf"
             path.write_text(self.config)
             config = ["-c", str(path)]
+        monitor = ["-m", str(self.monitor_port)] if self.monitor_port is not None else []
         self.process = subprocess.Popen(
-            [NATS_SERVER, *config, "-a", "127.0.0.1", "-p", str(self.port), *jetstream],
+            [NATS_SERVER, *config, "-a", "127.0.0.1", "-p", str(self.port), *jetstream, *monitor],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -62,6 +66,13 @@ class NatsServer:
             if time.monotonic() > give_up or self.process.poll() is not None:
                 raise RuntimeError("nats-server did not start")
             time.sleep(0.02)
+
+    def clients(self) -> list[str]:
+        """The name of each client connected now, as nats-server's /connz lists them (needs `monitor`)."""
+        assert self.monitor_port is not None, "NatsServer(monitor=True) has the monitoring endpoint"
+        url = f"http://127.0.0.1:{self.monitor_port}/connz"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return [connection.get("name", "") for connection in json.load(response)["connections"] or []]
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

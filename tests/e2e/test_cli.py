@@ -485,9 +485,11 @@ _SERVE_LEAVES_OUT = {
     "": (
         "nats",
         "clientmcp_fast.net.nats",
+        "clientmcp_fast.net.nats_connection",
         "clientmcp_fast.net.nats_state",
         "clientmcp_fast.net.nkeys",
         "clientmcp_fast.state",
+        "clientmcp_fast.generation_store",
         "sqlite3",
         "clientmcp_fast.metrics",
         "prometheus_client",
@@ -498,7 +500,7 @@ _SERVE_LEAVES_OUT = {
         "encodings.idna",
     ),
     # The same names are imported when their option asks for them: the list names real modules.
-    "--state": ("clientmcp_fast.state", "sqlite3"),
+    "--state": ("clientmcp_fast.state", "clientmcp_fast.generation_store", "sqlite3"),
     "--metrics": ("clientmcp_fast.metrics", "prometheus_client"),
 }
 
@@ -531,6 +533,7 @@ def test_the_modules_a_default_serve_leaves_out_come_with_their_options(serve, t
     for name in (
         "nats",
         "clientmcp_fast.net.nats",
+        "clientmcp_fast.net.nats_connection",
         "clientmcp_fast.net.nats_state",
         "clientmcp_fast.net.nkeys",
     ):

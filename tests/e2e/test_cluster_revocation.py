@@ -88,8 +88,7 @@ async def eventually(bridge: Any, predicate: Any, timeout: float = WAIT) -> None
 
 
 def follower_connected(server: Any) -> bool:
-    nc = server.generations._nc
-    return nc is not None and nc.is_connected
+    return server.generations.connection.connected
 
 
 # -- ClientMCP v1 §2 across instances ------------------------------------------------------------------

@@ -3,12 +3,20 @@
 A key is `role.<hex of the client ID's UTF-8>`: every client ID the protocol allows (ClientMCP
 v1 §2: 1-128 of `A-Z a-z 0-9 _ - . : @`) gets one key that NATS accepts, no two IDs share one,
 and no ID's `.` makes a key of another role or a wildcard. A value is the generation in ASCII.
+The bucket and the state file implement the ports of generation_store.py, never importing each
+other, and their followers start and stop alike.
 """
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import inspect
+from pathlib import Path
+
 import pytest
 
+import clientmcp_fast
 from clientmcp_fast.core.generations import MAX_GENERATION
 from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN
 from clientmcp_fast.net.nats_state import (
@@ -133,8 +141,6 @@ class _RacedBucket:
 
 def test_a_revoke_gives_up_after_losing_every_race_of_its_bound():
     """RAISE_ATTEMPTS compare-and-set writes lost in a row: a clear error, no endless loop."""
-    import asyncio
-
     from clientmcp_fast.net.nats_state import RAISE_ATTEMPTS, NatsStateError, raise_generation
 
     bucket = _RacedBucket()
@@ -143,3 +149,51 @@ def test_a_revoke_gives_up_after_losing_every_race_of_its_bound():
     ):
         asyncio.run(raise_generation(bucket, "client", "alice"))
     assert bucket.writes == RAISE_ATTEMPTS
+
+
+# -- the bucket beside the file: one interface, no import between them ----------------------------
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Every module a source file imports, at its top or inside a function."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_the_bucket_and_the_file_share_the_store_module_and_never_import_each_other():
+    """state.py alone picks one from the --state value; net/nats_state.py and the ports never import it."""
+    package = Path(clientmcp_fast.__file__).parent
+    assert "clientmcp_fast.generation_store" in _imported_names(package / "net" / "nats_state.py")
+    assert "clientmcp_fast.generation_store" in _imported_names(package / "state.py")
+    assert "clientmcp_fast.state" not in _imported_names(package / "net" / "nats_state.py")
+    ports = _imported_names(package / "generation_store.py")
+    assert not ports & {"clientmcp_fast.state", "clientmcp_fast.net.nats_state"}, ports
+
+
+def test_both_followers_start_and_stop_alike_and_the_state_value_picks_one(tmp_path: Path):
+    """net/server.py starts and stops whichever follower `new_follower` made, the same way."""
+    from clientmcp_fast.generation_store import GenerationFollower
+    from clientmcp_fast.net.nats_state import NatsGenerationFollower, NatsStateError
+    from clientmcp_fast.state import FileGenerationFollower, new_follower
+
+    for follower in (FileGenerationFollower, NatsGenerationFollower):
+        for name in ("start", "stop"):
+            method = getattr(follower, name)
+            assert inspect.iscoroutinefunction(method), (follower, name)
+            assert inspect.signature(method) == inspect.signature(getattr(GenerationFollower, name))
+    loop = asyncio.new_event_loop()
+    try:
+        made = new_follower(str(tmp_path / "state.db"), None, None, None, loop)  # type: ignore[arg-type]
+        assert type(made) is FileGenerationFollower
+        loop.run_until_complete(made.stop())
+        made = new_follower("nats", None, None, None, loop)  # type: ignore[arg-type]
+        assert type(made) is NatsGenerationFollower
+        with pytest.raises(NatsStateError, match="--state nats needs the NATS servers"):
+            loop.run_until_complete(made.start())
+    finally:
+        loop.close()
