@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from conftest import hear_ctrl_c
 from test_demo import CLIENTMCP, running_demo
 
 from clientmcp_fast.core.tokens import TokenError, TokenVerifier
@@ -118,6 +119,22 @@ def running_app(name: str, **env: str) -> Iterator[ExampleApp]:
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+def test_the_apps_hear_ctrl_c_however_the_tests_were_started():
+    """A run started ignoring SIGINT (`make test > log &` in a script) still starts its apps with its default."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        hear_ctrl_c()  # as the run's start does
+        child = subprocess.run(
+            [sys.executable, "-c", "import signal; print(signal.getsignal(signal.SIGINT))"],
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert child.stdout == "<built-in function default_int_handler>\n", child
 
 
 def mcp(url: str, token: str, method: str, params: dict | None = None) -> dict:
