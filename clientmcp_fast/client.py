@@ -276,6 +276,11 @@ class ClientMCP:
         finished = asyncio.ensure_future(self._done.wait())
         try:
             await asyncio.wait({registered, finished}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # The caller is going away (Ctrl-C under asyncio.run, a task cancelled at startup): the
+            # runner must not stay connected behind it, registered and answering calls.
+            await self._stop(abort=True)
+            raise
         finally:
             registered.cancel()
             finished.cancel()
@@ -302,14 +307,25 @@ class ClientMCP:
     async def _stop(self, *, abort: bool) -> None:
         self._stopping = True
         runner, self._runner = self._runner, None
-        if self._conn is not None and not abort:
-            await self._conn.ws.close()
-        elif runner is not None:
-            # Connecting, waiting to reconnect, or past connect()'s deadline: nothing to close
-            # gracefully, or no time left to.
-            runner.cancel()
-        if runner is not None:
-            await asyncio.wait({runner})  # unlike awaiting it, does not raise its CancelledError
+        try:
+            if self._conn is not None and not abort:
+                await self._conn.ws.close()
+            elif runner is not None:
+                # Connecting, waiting to reconnect, or past connect()'s deadline: nothing to close
+                # gracefully, or no time left to.
+                runner.cancel()
+            if runner is not None:
+                await asyncio.wait({runner})  # unlike awaiting it, does not raise its CancelledError
+        except asyncio.CancelledError:
+            # Cancelled while the bridge had yet to answer our close: nothing else would ever end a
+            # connection whose peer stays silent, so it is dropped now (another close() may hold
+            # the runner).
+            if self._conn is not None:
+                self._conn.ws.transport.abort()
+            if runner is not None:
+                runner.cancel()
+                await asyncio.wait({runner})
+            raise
 
     async def closed(self) -> None:
         """Wait until the connection ended for good (no reconnect follows)."""
@@ -402,7 +418,8 @@ class ClientMCP:
         except websockets.ConnectionClosed:
             pass
         except asyncio.CancelledError:
-            ws.transport.abort()  # connect() gave up on this connection: no closing handshake
+            # connect() gave up on this connection, or a close was cancelled: no closing handshake.
+            ws.transport.abort()
             raise
         finally:
             pinger.cancel()

@@ -65,15 +65,49 @@ def nginx_config(folder, port, instance_ports):
     return folder / "nginx.conf"
 
 
-def wait_for(what, ready, processes):
+class Stopped(Exception):
+    """Ctrl-C or SIGTERM asked the demo to stop: everything it started is stopped, with status 0."""
+
+
+def stop_on_signals(stop):
+    """Ctrl-C and SIGTERM append to `stop`, even where SIGINT came ignored (a script's background job)."""
+    # nats-server and nginx always take the group's Ctrl-C as theirs: a demo deaf to it would see
+    # them end and report a failure.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.append(True))
+
+
+def ended_by_itself(processes, stop):
+    """The first process that ended, or None; raises Stopped once a stop was asked."""
+    ended = next((process for process in processes if process.poll() is not None), None)
+    # Ctrl-C reaches the whole group at once: its handler here has run by the time poll() returns
+    # for a child it ended, so a stop asked by now is why that child ended.
+    if stop:
+        raise Stopped
+    return ended
+
+
+def wait_for(what, ready, processes, stop):
+    """Return once ready(); exit saying `what` if a process ends by itself or START_SECONDS pass first."""
     give_up = time.monotonic() + START_SECONDS
-    while not ready():
-        for process in processes:
-            if process.poll() is not None:
-                sys.exit(f"cluster-demo: {what}: a process ended with status {process.returncode}")
+    while (ended := ended_by_itself(processes, stop)) is None:
+        if ready():
+            return
         if time.monotonic() > give_up:
             sys.exit(f"cluster-demo: {what} within {START_SECONDS} s")
         time.sleep(0.05)
+    sys.exit(f"cluster-demo: {what}: a process ended with status {ended.returncode}")
+
+
+def supervise(processes, stop):
+    """Run until a stop is asked (0), or until a process ends by itself (1, saying which on stderr)."""
+    try:
+        while (ended := ended_by_itself(processes, stop)) is None:
+            time.sleep(0.2)
+    except Stopped:
+        return 0
+    print(f"cluster-demo: {ended.args[0]} ended ({ended.returncode}): stopping", file=sys.stderr)
+    return 1
 
 
 def listening(port):
@@ -92,7 +126,7 @@ def main():
     folder = Path(tempfile.mkdtemp(prefix="clientmcp-cluster-"))
     processes = []
     stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    stop_on_signals(stop)
     try:
         nats_port = free_port()
         # deploy/nats.conf lets only the instances on the bus: a password of this demo's own.
@@ -103,7 +137,7 @@ def main():
         nats_env = {**os.environ, "CLIENTMCP_NATS_PASSWORD": password}
         with open(folder / "nats.log", "w") as log:
             processes.append(subprocess.Popen(nats, env=nats_env, stdout=log, stderr=log))
-        wait_for("nats-server did not listen", lambda: listening(nats_port), processes)
+        wait_for("nats-server did not listen", lambda: listening(nats_port), processes, stop)
         instance_ports = [free_port() for _ in range(INSTANCES)]
         env = {
             **os.environ,
@@ -129,11 +163,11 @@ def main():
             logs = [(folder / f"clientmcp-{n}.log").read_text() for n in range(1, INSTANCES + 1)]
             return all("nats: joined the cluster" in text for text in logs)
 
-        wait_for("the instances did not join the cluster", joined, processes)
+        wait_for("the instances did not join the cluster", joined, processes, stop)
         nginx = [program("nginx"), "-e", str(folder / "nginx-error.log"), "-p", str(folder)]
         nginx += ["-c", str(nginx_config(folder, port, instance_ports))]
         processes.append(subprocess.Popen(nginx, stderr=subprocess.DEVNULL))
-        wait_for(f"nginx did not listen on 127.0.0.1:{port}", lambda: listening(port), processes)
+        wait_for(f"nginx did not listen on 127.0.0.1:{port}", lambda: listening(port), processes, stop)
 
         now = time.time()
         client = mint(secret.encode(), "client", options.client_id, TOKEN_TTL, now)
@@ -163,17 +197,9 @@ Logs, and nginx's access log naming the instance of each request: {folder}
 Ctrl-C stops them all.""",
             flush=True,
         )
-        while not stop:
-            ended = [process for process in processes if process.poll() is not None]
-            if ended:
-                print(
-                    f"cluster-demo: {ended[0].args[0]} ended ({ended[0].returncode}): stopping",
-                    file=sys.stderr,
-                )
-                return 1
-            time.sleep(0.2)
-    except KeyboardInterrupt:
-        pass
+        return supervise(processes, stop)
+    except Stopped:
+        return 0
     finally:
         for process in reversed(processes):  # nginx, the instances (gracefully), then NATS
             if process.poll() is None:
@@ -185,7 +211,6 @@ Ctrl-C stops them all.""",
                 process.kill()
                 process.wait()
         shutil.rmtree(folder, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":

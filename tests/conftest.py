@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import io
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,23 @@ SECRET = b"tests-only-secret-0123456789abcdef0123456789"
 
 T = TypeVar("T")
 _LIMIT_FIELDS = {f.name for f in dataclasses.fields(Limits)}
+
+
+def hear_ctrl_c() -> None:
+    """Let the programs the tests start take Ctrl-C as a terminal's foreground job does.
+
+    A run started in the background of a shell script (`make test > log &`) ignores SIGINT, and
+    every process it starts inherits that: a Python example app, which keeps an inherited ignore as
+    Python does, would never see the Ctrl-C a test sends it. A handled SIGINT reaches a child as
+    the default.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test starts a program: see hear_ctrl_c."""
+    hear_ctrl_c()
 
 
 def make_token(role: str, client_id: str, ttl: float = 3600, secret: bytes = SECRET) -> str:

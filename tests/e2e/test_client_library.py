@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import hashlib
 import json
 import logging
 import re
@@ -10,6 +13,8 @@ import socket
 
 import httpx2
 import pytest
+import websockets
+from wire import Op
 
 from clientmcp_fast import client as client_module
 from clientmcp_fast.client import ClientMCP, accepted, completed, rejected
@@ -315,6 +320,181 @@ async def test_a_token_function_whose_tokens_are_refused_backs_off(bridge, clien
     finally:
         connecting.cancel()
         await app.close()
+
+
+# -- stopping: Ctrl-C under asyncio.run cancels the main task, in whatever state the app is ------
+
+
+async def _until_cancelled(app: ClientMCP) -> None:
+    """The examples' main: `async with app: await app.closed()`, which Ctrl-C cancels."""
+    async with app:
+        await app.closed()
+
+
+async def _stopped(task: asyncio.Task) -> None:
+    """Cancel `task` as Ctrl-C does, and see it end by that cancel."""
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+
+
+GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 §1.3
+
+
+async def _accept_websocket(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answer a client's opening handshake by hand, with the ClientMCP subprotocol."""
+    request = await reader.readuntil(b"\r\n\r\n")
+    (key,) = re.findall(rb"(?im)^sec-websocket-key: *(\S+)", request)
+    accept = base64.b64encode(hashlib.sha1(key + GUID.encode()).digest()).decode()
+    writer.write(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: clientmcp.v1\r\n\r\n".encode()
+    )
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """The opcode and unmasked payload of one unfragmented frame from a client (RFC 6455 §5.2)."""
+    first, second = await reader.readexactly(2)
+    length = second & 0x7F
+    if length >= 126:
+        length = int.from_bytes(await reader.readexactly(2 if length == 126 else 8), "big")
+    mask = await reader.readexactly(4)
+    payload = await reader.readexactly(length)
+    return first & 0x0F, bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
+
+
+@pytest.mark.parametrize("waiting_for", ["handshake", "registered"])
+async def test_a_cancelled_connect_leaves_nothing_connected(waiting_for):
+    """Ctrl-C before the bridge answered: no runner stays behind, connected and answering calls."""
+    from websockets.asyncio.server import serve
+
+    reached, dropped = asyncio.Event(), asyncio.Event()
+
+    async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        reached.set()
+        await reader.read()  # the handshake, never answered, until the app hangs up
+        writer.close()
+        dropped.set()
+
+    async def never_registers(ws) -> None:
+        await ws.recv()  # the register, never answered
+        reached.set()
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for _ in ws:
+                pass
+        dropped.set()
+
+    async with contextlib.AsyncExitStack() as stack:
+        if waiting_for == "handshake":
+            server = await asyncio.start_server(mute, "127.0.0.1", 0)
+            stack.push_async_callback(server.wait_closed)
+            stack.callback(server.close)
+        else:
+            server = await stack.enter_async_context(
+                serve(never_registers, "127.0.0.1", 0, subprotocols=["clientmcp.v1"])
+            )
+        app = ClientMCP(f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/connect", "t")
+        app.expose("echo", _echo)
+        connecting = asyncio.ensure_future(app.connect(timeout=60))
+        await asyncio.wait_for(reached.wait(), 10)
+        await _stopped(connecting)
+        await asyncio.wait_for(app.closed(), 1)  # the runner is over: nothing reconnects
+        await asyncio.wait_for(dropped.wait(), 5)  # and the connection it had is gone
+
+
+async def test_ctrl_c_while_waiting_to_reconnect_stops_at_once(client_log):
+    """Closed by the bridge and waiting a minute to reconnect, the app stops at once, trying nothing more."""
+    from websockets.asyncio.server import serve
+
+    connections = 0
+
+    async def closes_after_registered(ws) -> None:
+        nonlocal connections
+        connections += 1
+        await ws.recv()
+        await ws.send('{"type":"registered"}')
+        await ws.close(1011, "going away for a while")
+
+    async with serve(closes_after_registered, "127.0.0.1", 0, subprotocols=["clientmcp.v1"]) as server:
+        port = server.sockets[0].getsockname()[1]
+        app = ClientMCP(f"ws://127.0.0.1:{port}/connect", "t", backoff=(60.0, 60.0))
+        app.expose("echo", _echo)
+        main = asyncio.ensure_future(_until_cancelled(app))
+        await _wait(lambda: len(_waits(client_log)) == 1)  # 30 to 90 s to go
+        await _stopped(main)
+        await asyncio.wait_for(app.closed(), 1)
+        assert connections == 1
+
+
+async def test_ctrl_c_during_a_call_cancels_the_handler_and_closes_1000():
+    """A handler still running when Ctrl-C comes is cancelled, sends nothing, and the close is a normal one."""
+    from websockets.asyncio.server import serve
+
+    started, cancelled = asyncio.Event(), asyncio.Event()
+    heard: list[dict] = []
+    closes: list[int | None] = []
+
+    async def wait(arguments: dict) -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cancelled.set()
+        return "never"
+
+    async def calls_once(ws) -> None:
+        await ws.recv()
+        await ws.send('{"type":"registered"}')
+        await ws.send('{"type":"call","id":"c1","name":"wait","arguments":{}}')
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for raw in ws:
+                heard.append(json.loads(raw))
+        closes.append(ws.close_code)
+
+    async with serve(calls_once, "127.0.0.1", 0, subprotocols=["clientmcp.v1"]) as server:
+        app = ClientMCP(f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/connect", "t")
+        app.expose("wait", wait)
+        main = asyncio.ensure_future(_until_cancelled(app))
+        await asyncio.wait_for(started.wait(), 10)
+        await _stopped(main)
+        await asyncio.wait_for(cancelled.wait(), 1)
+        await _wait(lambda: closes == [1000])
+        assert [message["type"] for message in heard] == []  # no result, not even an error
+
+
+@pytest.mark.parametrize("closers", [1, 2], ids=["one-close", "a-second-close"])
+async def test_a_cancelled_close_drops_a_connection_the_bridge_never_closes(closers):
+    """Cancelled while waiting for the bridge's half of the closing handshake, close() drops the connection.
+
+    Nothing else would: a peer that stays silent kept the runner, and the socket, forever. The
+    close cancelled may be a second one, while the first still waits.
+    """
+    close_sent, dropped = asyncio.Event(), asyncio.Event()
+
+    async def silent_at_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _accept_websocket(reader, writer)
+        await _read_frame(reader)  # the register
+        registered = b'{"type":"registered"}'
+        writer.write(bytes([0x80 | Op.TEXT, len(registered)]) + registered)
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while (await _read_frame(reader))[0] != Op.CLOSE:
+                pass
+            close_sent.set()  # and never answered
+            await reader.read()
+        dropped.set()
+        writer.close()
+
+    server = await asyncio.start_server(silent_at_close, "127.0.0.1", 0)
+    async with server:
+        app = ClientMCP(f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/connect", "t")
+        app.expose("echo", _echo)
+        await app.connect()
+        closes = [asyncio.ensure_future(app.close()) for _ in range(closers)]
+        await asyncio.wait_for(close_sent.wait(), 10)
+        await _stopped(closes.pop())
+        await asyncio.wait_for(asyncio.gather(*closes), 1)
+        await asyncio.wait_for(app.closed(), 1)
+        await asyncio.wait_for(dropped.wait(), 5)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import importlib.util
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from conftest import hear_ctrl_c
 from test_demo import CLIENTMCP, running_demo
 
 from clientmcp_fast.core.tokens import TokenError, TokenVerifier
@@ -117,6 +119,22 @@ def running_app(name: str, **env: str) -> Iterator[ExampleApp]:
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+def test_the_apps_hear_ctrl_c_however_the_tests_were_started():
+    """A run started ignoring SIGINT (`make test > log &` in a script) still starts its apps with its default."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        hear_ctrl_c()  # as the run's start does
+        child = subprocess.run(
+            [sys.executable, "-c", "import signal; print(signal.getsignal(signal.SIGINT))"],
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert child.stdout == "<built-in function default_int_handler>\n", child
 
 
 def mcp(url: str, token: str, method: str, params: dict | None = None) -> dict:
@@ -457,3 +475,70 @@ def test_the_cluster_demo_serves_apps_and_agents_through_one_port():
         demo.wait(10)
         demo.stdout.close()
         demo.stderr.close()
+
+
+# -- the cluster demo's supervisor, without starting anything -------------------------------------
+
+
+def _cluster_demo():
+    """examples/cluster_demo.py as a module."""
+    spec = importlib.util.spec_from_file_location("cluster_demo", EXAMPLES / "cluster_demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Child:
+    """Stands for one of the demo's processes; `ending` runs as poll() first sees it ended."""
+
+    def __init__(self, program: str, *, ended: bool = False, ending=None) -> None:
+        self.args = [program]
+        self.returncode = 0 if ended else None
+        self.ending = ending
+
+    def poll(self) -> int | None:
+        if self.ending is not None:
+            self.ending()
+            self.returncode = 0
+        return self.returncode
+
+
+@pytest.fixture
+def signals_as_in_a_script():
+    """SIGINT ignored, as a shell script's background job gets it; both handlers restored after."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_the_cluster_demo_takes_a_childs_end_after_ctrl_c_as_the_stop(signals_as_in_a_script, sig, capsys):
+    """The group's Ctrl-C ends nats-server too: the demo sees it end, and stops with 0, saying nothing.
+
+    Its handler is installed over an ignored SIGINT; the signal is raised as poll() finds the child
+    ended, as a Ctrl-C reaching the whole group at once is by then.
+    """
+    demo = _cluster_demo()
+    stop: list[bool] = []
+    demo.stop_on_signals(stop)
+    nats = _Child("/usr/sbin/nats-server", ending=lambda: signal.raise_signal(sig))
+    assert demo.supervise([nats, _Child("/usr/sbin/nginx")], stop) == 0
+    assert capsys.readouterr().err == ""
+    # While it starts: the same is a stop too, not "a process ended".
+    stop.clear()
+    nats = _Child("/usr/sbin/nats-server", ending=lambda: signal.raise_signal(sig))
+    with pytest.raises(demo.Stopped):
+        demo.wait_for("nginx did not listen", lambda: False, [nats], stop)
+
+
+def test_the_cluster_demo_reports_a_child_that_ends_by_itself(capsys):
+    """Without a Ctrl-C, a process that ends is a failure: status 1, saying which."""
+    demo = _cluster_demo()
+    nats = _Child("/usr/sbin/nats-server", ended=True)
+    assert demo.supervise([nats, _Child("/usr/sbin/nginx")], []) == 1
+    assert capsys.readouterr().err == "cluster-demo: /usr/sbin/nats-server ended (0): stopping\n"
+    with pytest.raises(SystemExit) as exited:
+        demo.wait_for("nginx did not listen", lambda: False, [nats], [])
+    assert str(exited.value) == "cluster-demo: nginx did not listen: a process ended with status 0"
