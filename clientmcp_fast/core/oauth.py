@@ -463,6 +463,7 @@ class AuthorizationServer:
         # Grants whose code or refresh token was presented twice: every later refresh of the
         # grant is refused here (RFC 6749 §4.1.2, OAuth 2.1 §4.3.1).
         self.revoked_grants = UsedOnce(max_revoked_grants)
+        self.tokens_issued = {"authorization_code": 0, "refresh_token": 0}  # token responses, by grant type
         self.metadata = _encode_json(
             {
                 "issuer": public_url,
@@ -838,10 +839,13 @@ class AuthorizationServer:
         if grant_type is None:
             raise OAuthError(INVALID_REQUEST, "grant_type is missing")
         if grant_type == "authorization_code":
-            return self._exchange_code(form, now, generation)
-        if grant_type == "refresh_token":
-            return self._refresh(form, now, generation)
-        raise OAuthError(UNSUPPORTED_GRANT_TYPE, "grant_type must be authorization_code or refresh_token")
+            answer = self._exchange_code(form, now, generation)
+        elif grant_type == "refresh_token":
+            answer = self._refresh(form, now, generation)
+        else:
+            raise OAuthError(UNSUPPORTED_GRANT_TYPE, "grant_type must be authorization_code or refresh_token")
+        self.tokens_issued[grant_type] += 1
+        return answer
 
     def _exchange_code(self, form: dict[str, str], now: float, generation: Callable[[str], int]) -> bytes:
         client = self.client(form.get("client_id"))
