@@ -698,3 +698,34 @@ def test_refusals_tokens_and_registrations_are_metrics(start_bridge):
         m("clientmcp_http_responses_total", status="400"): 1,
         m("clientmcp_http_responses_total", status="401"): 1,
     }
+
+
+def test_a_refusal_line_holds_no_credential(oauth, captured_log):
+    """oauth_refused: the endpoint, the RFC error, the reason and the app; no code, token, client ID or state."""
+    stream = captured_log("json")
+    client_id = oauth.register()
+    code = oauth.code(client_id)
+    tokens = oauth.exchange(client_id, code).json()
+    oauth.exchange(client_id, code)  # used already
+    oauth.token(grant_type="refresh_token", refresh_token=tokens["refresh_token"], client_id=client_id + "x")
+    mcp_post(oauth, f"/apps/{APP}/mcp", tokens["refresh_token"])
+    oauth.http.get("/oauth/authorize", params=oauth.authorize_query(client_id, state="secret-state"))
+    text = stream.getvalue()
+    for credential in (
+        client_id,
+        code,
+        tokens["refresh_token"],
+        tokens["access_token"],
+        "secret-state",
+        CHALLENGE,
+    ):
+        assert credential not in text
+    events = [json.loads(line) for line in text.splitlines() if '"oauth_refused"' in line]
+    assert [(e["endpoint"], e["error"]) for e in events] == [
+        ("token", "invalid_grant"),
+        ("token", "invalid_client"),
+        ("resource", "invalid_token"),
+        ("authorize", "access_denied"),
+    ]
+    assert events[0]["reason"] == "the code was used already" and events[0]["not_logged"] == 0
+    assert events[2]["app"] == APP and events[2]["reason"] == "token role is missing or not client/agent"
