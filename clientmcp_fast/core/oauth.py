@@ -372,8 +372,8 @@ class UsedOnce:
     """Credentials already used, each remembered until it expires: a second use is caught (per process).
 
     Bounded: past `max_entries`, the entry remembered longest is forgotten first (docs/oauth.md,
-    Decisions, and docs/limits.md). Entries are added with one lifetime per instance, so the
-    oldest is also the first to expire, and expired ones are dropped from the front as they go.
+    Decisions, and docs/limits.md). Expired entries are dropped from the front as time goes;
+    one that expires before an entry added earlier waits behind it, counted as gone.
     """
 
     __slots__ = ("_until", "max_entries", "forgotten")
@@ -397,14 +397,14 @@ class UsedOnce:
     def seen(self, key: str, now: float) -> bool:
         """Whether `key` was added and has not expired by `now`."""
         self._expire(now)
-        return key in self._until
+        return self._until.get(key, now) > now
 
     def add(self, key: str, until: float, now: float) -> bool:
         """Remember `key` until `until`; False (and nothing changes) when it is remembered already."""
-        self._expire(now)
-        remembered = self._until
-        if key in remembered:
+        if self.seen(key, now):
             return False
+        remembered = self._until
+        remembered.pop(key, None)  # expired behind a later entry: remembered again, at the back
         if len(remembered) >= self.max_entries:
             del remembered[next(iter(remembered))]
             self.forgotten += 1

@@ -863,6 +863,15 @@ def test_used_credentials_are_remembered_until_they_expire_and_within_a_bound():
     assert len(used) == 3 and used.forgotten == 1 and not used.seen("b", 21)
 
 
+def test_an_entry_that_expires_behind_a_later_one_is_gone_at_its_time():
+    """A refresh token near its grant's end expires before one issued earlier: it is not seen after its time."""
+    used = UsedOnce(10)
+    used.add("long", 100, 0)
+    used.add("short", 10, 1)
+    assert used.seen("short", 9) and not used.seen("short", 10)
+    assert used.add("short", 50, 11) and used.seen("short", 49)
+
+
 def test_the_used_code_memory_is_bounded_and_its_bound_documented(client_id):
     """Past the bound the oldest code is forgotten: a replay of it is then not caught (docs/oauth.md, Decisions)."""
     server = new_server(max_used_codes=2)
