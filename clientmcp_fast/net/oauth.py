@@ -45,9 +45,7 @@ from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, ROLE_AGENT, TokenError
 if TYPE_CHECKING:
     from clientmcp_fast.net.server import Server
 
-# The parts of the refusal metric and log line: where, and the RFC error (RFC 6750's
-# invalid_token for a resource).
-ENDPOINTS = ("register", "token", "authorize", "resource")
+# A resource's refusal (RFC 6750 §3.1); the endpoints' are core/oauth.py's ERRORS.
 INVALID_TOKEN = "invalid_token"
 # A client that is refused again and again gets a line per endpoint and error every 10 s,
 # the refusals between counted in the next (every one is in the metric).
