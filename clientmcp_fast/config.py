@@ -165,6 +165,78 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+OAUTH_MODES = ("off", "on")
+
+
+def _oauth_mode(text: str) -> bool:
+    """`on` or `off` (docs/oauth.md): whether the bridge is also an OAuth 2.1 authorization server."""
+    mode = text.strip().lower()
+    if mode not in OAUTH_MODES:
+        raise ValueError(f"{text!r} is not one of {', '.join(OAUTH_MODES)}")
+    return mode == "on"
+
+
+# Where http:// is enough for the public URL: a bridge tried on this machine. Anywhere else
+# the authorization server's endpoints need TLS (OAuth 2.1 §1.5), behind a proxy if need be.
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+_DNS_NAME = re.compile(
+    r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*"
+)
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def parse_public_url(text: str) -> str | None:
+    """The origin agents reach the bridge at (`https://bridge.example`), in its one spelling; empty: none.
+
+    The issuer and every resource URL of OAuth are built from it (docs/oauth.md), and
+    clients compare those as strings: scheme and host are lower-cased, a default port and a
+    trailing slash dropped. A path, a query, a fragment or a user name is refused.
+    """
+    text = text.strip()
+    if not text:
+        return None
+    example = "an origin like https://bridge.example (http:// only for localhost, 127.0.0.1 or [::1])"
+    scheme, separator, rest = text.partition("://")
+    scheme = scheme.lower()
+    if not separator or scheme not in _DEFAULT_PORTS:
+        raise ValueError(f"{text!r} is not {example}")
+    authority, _, path = rest.partition("/")
+    if path or "?" in authority or "#" in authority:
+        raise ValueError(f"{text!r} has a path, query or fragment: it must be {example}")
+    if "@" in authority:
+        raise ValueError(f"{text!r} holds a user name: it must be {example}")
+    host, port = authority, ""
+    if authority.startswith("["):
+        end = authority.find("]")
+        host, port = authority[: end + 1], authority[end + 1 :]
+        if end < 0 or (port and not port.startswith(":")):
+            raise ValueError(f"{text!r} is not {example}")
+        port = port[1:]
+        import ipaddress  # only for an IPv6 public URL: a default serve does without it
+
+        try:
+            address = ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ValueError(f"{text!r} does not hold a valid IPv6 address") from None
+        host = f"[{address.compressed}]"
+    elif ":" in authority:
+        host, _, port = authority.rpartition(":")
+    host = host.lower()
+    if not host.startswith("[") and not _DNS_NAME.fullmatch(host):
+        raise ValueError(
+            f"{text!r} does not name a host (ASCII letters, digits, dots and hyphens; IDNs as xn--)"
+        )
+    if port or authority.endswith(":"):
+        if not re.fullmatch(r"[0-9]{1,5}", port) or not 1 <= int(port) <= 65535:
+            raise ValueError(f"{text!r} does not have a TCP port from 1 to 65535")
+    if scheme == "http" and host not in _LOOPBACK_HOSTS:
+        raise ValueError(f"{text!r} is http:// on a host other than this machine: it must be {example}")
+    origin = f"{scheme}://{host}"
+    if port and int(port) != _DEFAULT_PORTS[scheme]:
+        origin += f":{int(port)}"
+    return origin
+
+
 def parse_origins(text: str) -> tuple[str, ...]:
     """An allow-list of exact origins, or ("*",); an empty string allows none."""
     return tuple(part.strip().rstrip("/") for part in text.split(",") if part.strip())
@@ -224,6 +296,20 @@ OPTIONS = (
         _positive_int,
         "processes sharing the port (SO_REUSEPORT), joined through --nats (default: one per core "
         "with --nats, else 1)",
+        "settings",
+    ),
+    Option(
+        "oauth",
+        _oauth_mode,
+        "off (default) or on: the bridge is also an OAuth 2.1 authorization server, each app a "
+        "protected resource at PUBLIC_URL/apps/<client-id>/mcp (docs/oauth.md; needs --public-url)",
+        "settings",
+    ),
+    Option(
+        "public-url",
+        parse_public_url,
+        "the origin agents reach the bridge at, such as https://bridge.example: OAuth's issuer and "
+        "resource URLs are built from it (required with --oauth on)",
         "settings",
     ),
     Option("call-timeout", parse_duration, "seconds an app has to answer a call (default 120)", "limits"),
@@ -319,6 +405,10 @@ class Settings:
     # load() makes it one per core when `nats` is set and no number is given.
     workers: int = 1
     reuse_port: bool = False  # set in each worker process, never by an option
+    # OAuth 2.1 beside the static tokens (docs/oauth.md): off by default; on needs `public_url`,
+    # the origin agents reach (`https://bridge.example`), in its one spelling (parse_public_url).
+    oauth: bool = False
+    public_url: str | None = None
     limits: Limits = field(default_factory=Limits)
 
 
@@ -431,6 +521,11 @@ def load(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> Set
         )
     if values.get("state") == STATE_NATS and not values.get("nats"):
         raise ConfigError("--state nats keeps token generations in the cluster's NATS: it needs --nats")
+    if values.get("oauth") and not values.get("public_url"):
+        raise ConfigError(
+            "CLIENTMCP_OAUTH=on needs CLIENTMCP_PUBLIC_URL (or --public-url): the origin agents reach "
+            "the bridge at, such as https://bridge.example"
+        )
     if values.get("nats") and env.get("CLIENTMCP_NATS_CREDS"):
         check_nats_creds(env["CLIENTMCP_NATS_CREDS"])
     metrics, workers = values.get("metrics"), values.get("workers", 1)

@@ -31,6 +31,7 @@ from clientmcp_fast.net.server import timeout_sweep_every
 if TYPE_CHECKING:
     from clientmcp_fast.core.counters import Counters
     from clientmcp_fast.net.nats import NatsCluster
+    from clientmcp_fast.net.oauth import OAuthEndpoints
     from clientmcp_fast.net.server import Server
 
 # Close codes with a label of their own (docs/protocol.md, Close codes); an app may close with
@@ -180,6 +181,53 @@ class BridgeCollector:
         yield info
         if server.cluster is not None:
             yield from _cluster(server.cluster, counters)
+        if server.oauth is not None:
+            yield from _oauth(server.oauth)
+
+
+def _oauth(oauth: OAuthEndpoints) -> Iterator[object]:
+    """With --oauth on (docs/oauth.md): refusals, tokens issued, clients registered, what is remembered."""
+    refusals = CounterMetricFamily(
+        "clientmcp_oauth_refusals",
+        "OAuth requests refused, by endpoint and RFC error (docs/oauth.md)",
+        labels=["endpoint", "error"],
+    )
+    for (endpoint, error), count in sorted(oauth.refusals.items()):
+        refusals.add_metric([endpoint, error], count)
+    yield refusals
+    server = oauth.authorization
+    issued = CounterMetricFamily(
+        "clientmcp_oauth_tokens_issued",
+        "Token responses of /oauth/token, by grant type",
+        labels=["grant_type"],
+    )
+    for grant_type, count in server.tokens_issued.items():
+        issued.add_metric([grant_type], count)
+    yield issued
+    yield _counter(
+        "clientmcp_oauth_clients_registered",
+        "Clients registered at /oauth/register (nothing is stored: each is its client_id)",
+        oauth.clients_registered,
+    )
+    remembered = GaugeMetricFamily(
+        "clientmcp_oauth_remembered",
+        "Used codes and refresh tokens, and ended grants, this process remembers until they expire",
+        labels=["kind"],
+    )
+    forgotten = CounterMetricFamily(
+        "clientmcp_oauth_forgotten",
+        "Of those, entries dropped for the bound before they expired (a replay of them is not caught)",
+        labels=["kind"],
+    )
+    for kind, used in (
+        ("codes", server.used_codes),
+        ("refresh_tokens", server.used_refresh_tokens),
+        ("ended_grants", server.revoked_grants),
+    ):
+        remembered.add_metric([kind], len(used))
+        forgotten.add_metric([kind], used.forgotten)
+    yield remembered
+    yield forgotten
 
 
 def _cluster(cluster: NatsCluster, counters: Counters) -> Iterator[object]:

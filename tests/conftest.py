@@ -59,7 +59,7 @@ class RunningBridge:
             secrets=(SECRET,),
             signing_secret=SECRET,
             host="127.0.0.1",
-            port=0,
+            port=rest.pop("port", 0),  # a port chosen before: with --oauth, the public URL names it
             limits=dataclasses.replace(Limits(), **limits),
             **rest,
         )

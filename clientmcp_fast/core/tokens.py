@@ -193,21 +193,7 @@ class TokenVerifier:
         return grant
 
     def _check_signature_and_claims(self, token: str | bytes) -> Grant:
-        text = token if isinstance(token, str) else token.decode("latin-1")
-        parts = _COMPACT.fullmatch(text)
-        if parts is None:
-            raise TokenError("token is malformed")
-        header = _json_object(parts[1])
-        signature = _segment(parts[3])
-        if header.get("alg") != "HS256":
-            raise TokenError("token algorithm is not HS256")
-        signed = text[: parts.end(2)].encode("ascii")
-        for secret in self._secrets:
-            if hmac.compare_digest(hmac.new(secret, signed, hashlib.sha256).digest(), signature):
-                break
-        else:
-            raise TokenError("token signature does not verify")
-        claims = _json_object(parts[2])
+        claims = verified_claims(self._secrets, token)
         sub = claims.get("sub")
         if not isinstance(sub, str):
             raise TokenError("token sub is missing or not a string")
@@ -224,6 +210,29 @@ class TokenVerifier:
             _gen_claim(claims),
             _tools_claim(claims) if role == ROLE_AGENT else None,
         )
+
+
+def verified_claims(secrets: Sequence[bytes], token: str | bytes) -> dict:
+    """The claims of a compact HS256 JWS that one of `secrets` signed; raises TokenError otherwise.
+
+    What the claims mean is the caller's to check: a role, a client ID, times (here for agents
+    and apps; core/oauth.py for the credentials of OAuth).
+    """
+    text = token if isinstance(token, str) else token.decode("latin-1")
+    parts = _COMPACT.fullmatch(text)
+    if parts is None:
+        raise TokenError("token is malformed")
+    header = _json_object(parts[1])
+    signature = _segment(parts[3])
+    if header.get("alg") != "HS256":
+        raise TokenError("token algorithm is not HS256")
+    signed = text[: parts.end(2)].encode("ascii")
+    for secret in secrets:
+        if hmac.compare_digest(hmac.new(secret, signed, hashlib.sha256).digest(), signature):
+            break
+    else:
+        raise TokenError("token signature does not verify")
+    return _json_object(parts[2])
 
 
 def _tools_claim(claims: dict) -> ToolScope | None:
@@ -287,6 +296,11 @@ def mint(
                 f"tools must be 1-{MAX_SCOPE_ENTRIES} tool names or prefixes ending in *, such as read_*"
             ) from None
         claims["tools"] = tools
+    return sign_claims(secret, claims)
+
+
+def sign_claims(secret: bytes, claims: dict) -> str:
+    """`claims` as a compact HS256 JWS signed with `secret` (RFC 7515): every credential the bridge issues."""
     signed = _HS256_HEADER + b"." + _base64url(_encode_json(claims))
     return (signed + b"." + _base64url(hmac.new(secret, signed, hashlib.sha256).digest())).decode("ascii")
 

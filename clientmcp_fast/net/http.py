@@ -279,7 +279,10 @@ class HttpProtocol:
             else:
                 self._plain(exchange, 405, "use GET", _ALLOW_GET)
         else:
-            self._plain(exchange, 404, "not found: the bridge serves /connect, /mcp and /healthz")
+            # With --oauth on, its paths (net/oauth.py); never reached by a request to /mcp.
+            oauth = self.server.oauth
+            if oauth is None or not oauth.handle(exchange, self._time()):
+                self._plain(exchange, 404, "not found: the bridge serves /connect, /mcp and /healthz")
 
     def _plain(self, exchange: HttpExchange, status: int, text: str, extra: Headers = ()) -> None:
         exchange.respond(status, (TEXT_PLAIN, *extra), text.encode() + b"\n")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from clientmcp_fast.metrics import MetricsListener
     from clientmcp_fast.net.nats import NatsCluster
     from clientmcp_fast.net.nats_connection import NatsConnection
+    from clientmcp_fast.net.oauth import OAuthEndpoints
 
 SHUTDOWN_GRACE_SECONDS = 4.0
 # Out of open files, libuv accepts each new connection and closes it at once (its reserved
@@ -155,6 +156,11 @@ class Server:
         self.nats: NatsConnection | None = None
         self.cluster: NatsCluster | None = None  # with --nats (docs/scaling.md)
         self.metrics: MetricsListener | None = None  # with --metrics (docs/operations.md)
+        self.oauth: OAuthEndpoints | None = None  # with --oauth on (docs/oauth.md)
+        if settings.oauth:
+            from clientmcp_fast.net.oauth import OAuthEndpoints  # only with --oauth on
+
+            self.oauth = OAuthEndpoints(self)
 
     async def start(self) -> None:
         """Listen; `port` is the bound port afterwards (useful with port 0)."""

@@ -479,8 +479,9 @@ def test_the_command_imports_no_jwt_library_and_its_tokens_are_pyjwts():
 
 # What a default `serve` leaves out, each resident in the idle bridge for nothing otherwise
 # (docs/benchmarks.md, Targets: < 30 MB idle RSS): the cluster's modules and nats-py (--nats,
-# --state nats), the state file's (--state), the metrics listener's (--metrics), the other
-# commands', and the idna codec that uvloop would use for a str host (net/server.py, listen_hosts).
+# --state nats), the state file's (--state), the metrics listener's (--metrics), OAuth's (--oauth
+# on), the other commands', and the idna codec that uvloop would use for a str host
+# (net/server.py, listen_hosts).
 _SERVE_LEAVES_OUT = {
     "": (
         "nats",
@@ -497,11 +498,15 @@ _SERVE_LEAVES_OUT = {
         "clientmcp_fast.health",
         "clientmcp_fast.demo",
         "clientmcp_fast.client",
+        "clientmcp_fast.net.oauth",
+        "clientmcp_fast.core.oauth",
+        "clientmcp_fast.core.oauth_pages",
         "encodings.idna",
     ),
     # The same names are imported when their option asks for them: the list names real modules.
     "--state": ("clientmcp_fast.state", "clientmcp_fast.generation_store", "sqlite3"),
     "--metrics": ("clientmcp_fast.metrics", "prometheus_client"),
+    "--oauth": ("clientmcp_fast.net.oauth", "clientmcp_fast.core.oauth", "clientmcp_fast.core.oauth_pages"),
 }
 
 
@@ -524,11 +529,13 @@ def test_a_default_serve_imports_no_cluster_state_or_metrics_module(serve):
 
 
 def test_the_modules_a_default_serve_leaves_out_come_with_their_options(serve, tmp_path):
-    """--state FILE imports sqlite3 and --metrics prometheus_client: the names above are the real ones."""
+    """--state FILE imports sqlite3, --metrics prometheus_client, --oauth its modules: the names are real."""
     with_state = imported_by_serve(serve, "--state", str(tmp_path / "state.db"))
     with_metrics = imported_by_serve(serve, "--metrics", f"127.0.0.1:{free_port()}")
+    with_oauth = imported_by_serve(serve, "--oauth", "on", "--public-url", "https://bridge.example")
     assert set(_SERVE_LEAVES_OUT["--state"]) <= with_state
     assert set(_SERVE_LEAVES_OUT["--metrics"]) <= with_metrics
+    assert set(_SERVE_LEAVES_OUT["--oauth"]) <= with_oauth
     assert "encodings.idna" in with_metrics  # uvloop's, for the metrics listener's str host
     for name in (
         "nats",

@@ -216,3 +216,71 @@ def test_a_nats_creds_file_that_is_missing_or_cannot_be_used_is_refused(tmp_path
         assert line == f"clientmcp: error: CLIENTMCP_NATS_CREDS: {str(creds)!r}: {reason}\n"
     creds.write_text(good)  # no nkeys package needed: the bridge signs by itself (net/nkeys.py)
     assert load(environment(**base, CLIENTMCP_NATS_CREDS=str(creds)), None).nats == (base["CLIENTMCP_NATS"],)
+
+
+# -- OAuth (docs/oauth.md) ------------------------------------------------------------------------
+
+PUBLIC_URL_EXAMPLE = "an origin like https://bridge.example (http:// only for localhost, 127.0.0.1 or [::1])"
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [("https://Bridge.Example", "https://bridge.example"), ("https://bridge.example:443/", "https://bridge.example"),
+     ("HTTPS://bridge.example:8443", "https://bridge.example:8443"), ("http://localhost:8080", "http://localhost:8080"),
+     ("http://127.0.0.1:80", "http://127.0.0.1"), ("http://[::1]:9000", "http://[::1]:9000"),
+     ("https://[2001:DB8:0::1]", "https://[2001:db8::1]"), ("  https://xn--bcher-kva.example  ", "https://xn--bcher-kva.example")],
+)  # fmt: skip
+def test_the_public_url_is_kept_in_one_spelling(given, kept):
+    """Clients compare the issuer and resource URLs as strings: one spelling, whatever the operator wrote."""
+    env = environment(CLIENTMCP_SECRET=SECRET_TEXT, CLIENTMCP_OAUTH="on", CLIENTMCP_PUBLIC_URL=given)
+    settings = load(env)
+    assert settings.oauth is True and settings.public_url == kept
+
+
+def test_oauth_is_off_by_default_and_takes_on_or_off_in_any_case():
+    assert load(environment(CLIENTMCP_SECRET=SECRET_TEXT)).oauth is False
+    assert load(environment(CLIENTMCP_SECRET=SECRET_TEXT, CLIENTMCP_OAUTH=" OFF ")).oauth is False
+    on = environment(
+        CLIENTMCP_SECRET=SECRET_TEXT, CLIENTMCP_OAUTH="On", CLIENTMCP_PUBLIC_URL="https://b.example"
+    )
+    assert load(on).oauth is True
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [("ftp://bridge.example", f"is not {PUBLIC_URL_EXAMPLE}"),
+     ("bridge.example", f"is not {PUBLIC_URL_EXAMPLE}"),
+     ("http://bridge.example", f"is http:// on a host other than this machine: it must be {PUBLIC_URL_EXAMPLE}"),
+     ("https://bridge.example/mcp", f"has a path, query or fragment: it must be {PUBLIC_URL_EXAMPLE}"),
+     ("https://bridge.example?x=1", f"has a path, query or fragment: it must be {PUBLIC_URL_EXAMPLE}"),
+     ("https://bridge.example#top", f"has a path, query or fragment: it must be {PUBLIC_URL_EXAMPLE}"),
+     ("https://me@bridge.example", f"holds a user name: it must be {PUBLIC_URL_EXAMPLE}"),
+     ("https://bridge.example:0", "does not have a TCP port from 1 to 65535"),
+     ("https://bridge.example:65536", "does not have a TCP port from 1 to 65535"),
+     ("https://bridge.example:", "does not have a TCP port from 1 to 65535"),
+     ("https://bridge.example:٣", "does not have a TCP port from 1 to 65535"),
+     ("https://brücke.example", "does not name a host (ASCII letters, digits, dots and hyphens; IDNs as xn--)"),
+     ("https://-bridge.example", "does not name a host (ASCII letters, digits, dots and hyphens; IDNs as xn--)"),
+     ("https://[::g]", "does not hold a valid IPv6 address")],
+)  # fmt: skip
+def test_a_public_url_that_is_not_an_origin_is_refused(value, rule):
+    """From the environment and as a flag: one line naming the setting, the value and the rule."""
+    result = run("serve", env=environment(CLIENTMCP_SECRET=SECRET_TEXT, CLIENTMCP_PUBLIC_URL=value))
+    assert_setting_error(result, "CLIENTMCP_PUBLIC_URL", value, rule)
+    if value.isascii():
+        assert_setting_error(run("serve", f"--public-url={value}"), "--public-url", value, rule)
+
+
+def test_an_oauth_mode_other_than_on_or_off_is_refused():
+    result = run("serve", env=environment(CLIENTMCP_SECRET=SECRET_TEXT, CLIENTMCP_OAUTH="yes"))
+    assert_setting_error(result, "CLIENTMCP_OAUTH", "yes", "is not one of off, on")
+    assert_setting_error(run("serve", "--oauth", "true"), "--oauth", "true", "is not one of off, on")
+
+
+def test_oauth_on_without_a_public_url_is_refused():
+    """The issuer and resource URLs are built from it: there is no guessing it from a request's Host."""
+    line = assert_one_line_error(run("serve", "--oauth", "on"))
+    assert line == (
+        "clientmcp: error: CLIENTMCP_OAUTH=on needs CLIENTMCP_PUBLIC_URL (or --public-url): the origin agents "
+        "reach the bridge at, such as https://bridge.example\n"
+    )

@@ -1,0 +1,358 @@
+"""The OAuth endpoints on the bridge's port, with `--oauth on` (docs/oauth.md).
+
+What each answer says is core/oauth.py's and core/oauth_pages.py's; this module reads the
+request, the wall clock and the randomness, answers, counts each refusal for the metrics
+and logs it in one line. Nothing here is reached by a request to `/mcp`: the HTTP
+protocol hands over only the paths it does not serve itself (net/http.py, `_dispatch`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from typing import TYPE_CHECKING
+
+from clientmcp_fast import log
+from clientmcp_fast._pure.routing import origin_form
+from clientmcp_fast.core import jsonrpc
+from clientmcp_fast.core.agent_checks import cors_headers, origin_allowed
+from clientmcp_fast.core.http import (
+    AUTHORIZATION,
+    JSON_ONLY,
+    KNOWN_INDEX,
+    ORIGIN,
+    TEXT_PLAIN,
+    Exchange,
+    Headers,
+)
+from clientmcp_fast.core.jsonrpc import INVALID_REQUEST, NULL_ID
+from clientmcp_fast.core.memo import remember
+from clientmcp_fast.core.oauth import (
+    ACCESS_DENIED,
+    AuthorizationServer,
+    AuthorizeRefusal,
+    AuthorizeRequest,
+    OAuthError,
+    parse_parameters,
+    redirect_origin,
+)
+from clientmcp_fast.core.oauth import INVALID_REQUEST as OAUTH_INVALID_REQUEST
+from clientmcp_fast.core.oauth_pages import cookie_value, notice_page, page_headers
+from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, ROLE_AGENT, TokenError
+
+if TYPE_CHECKING:
+    from clientmcp_fast.net.server import Server
+
+# A resource's refusal (RFC 6750 §3.1); the endpoints' are core/oauth.py's ERRORS.
+INVALID_TOKEN = "invalid_token"
+# A client that is refused again and again gets a line per endpoint and error every 10 s,
+# the refusals between counted in the next (every one is in the metric).
+REFUSAL_LINE_EVERY_SECONDS = 10.0
+# The audience of each access token seen on a resource, as the verifier's cache keeps its grant.
+_AUDIENCE_ENTRIES = 10_000
+
+_NO_STORE = ((b"cache-control", b"no-store"), (b"pragma", b"no-cache"))
+# Browser-based clients read the metadata and call the registration and token endpoints from
+# their own origin; no cookie or other ambient credential is involved, so any origin may.
+_ANY_ORIGIN = (b"access-control-allow-origin", b"*")
+_JSON_ANY_ORIGIN = (*JSON_ONLY, _ANY_ORIGIN)
+_JSON_NO_STORE = (*JSON_ONLY, *_NO_STORE, _ANY_ORIGIN)
+_PREFLIGHT = (
+    _ANY_ORIGIN,
+    (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
+    (b"access-control-allow-headers", b"Content-Type, Authorization, MCP-Protocol-Version"),
+    (b"access-control-max-age", b"86400"),
+)
+_WELL_KNOWN_AS = b"/.well-known/oauth-authorization-server"
+_WELL_KNOWN_RESOURCE = b"/.well-known/oauth-protected-resource/apps/"
+CONTENT_TYPE = KNOWN_INDEX[b"content-type"]
+_FORM = b"application/x-www-form-urlencoded"
+_APPLICATION_JSON = b"application/json"
+
+
+def _media_type(value: bytes | None) -> bytes:
+    """A Content-Type's media type, lower-cased, without its parameters."""
+    return (value or b"").split(b";", 1)[0].strip().lower()
+
+
+def _app_of_path(path: bytes, prefix: bytes) -> str | None:
+    """The client ID in `<prefix><client-id>/mcp`, or None."""
+    if not path.startswith(prefix) or not path.endswith(b"/mcp"):
+        return None
+    app_id = path[len(prefix) : -4].decode("latin-1")
+    return app_id if CLIENT_ID_PATTERN.fullmatch(app_id) else None
+
+
+class OAuthEndpoints:
+    """The authorization server's endpoints and the apps' resources on the public port."""
+
+    def __init__(self, server: Server) -> None:
+        settings = server.settings
+        public_url = settings.public_url
+        assert public_url is not None  # config.load refuses OAuth on without it
+        self.server = server
+        self.authorization = AuthorizationServer(
+            public_url, settings.secrets, settings.signing_secret, os.urandom
+        )
+        self.secure = public_url.startswith("https://")
+        self.refusals: dict[tuple[str, str], int] = {}  # by endpoint and error
+        self.clients_registered = 0
+        self._next_line_at: dict[tuple[str, str], float] = {}
+        self._not_logged: dict[tuple[str, str], int] = {}
+        self._audiences: dict[bytes, object] = {}
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def handle(self, exchange: Exchange, now: float) -> bool:
+        """Answer a request to a path of OAuth; False when the path is none of them (then 404)."""
+        target = exchange.request.target
+        path, _, query = origin_form(target).partition(b"?")
+        if path.startswith(b"/apps/"):
+            app_id = _app_of_path(path, b"/apps/")
+            if app_id is None:
+                return False
+            self._resource(exchange, app_id, now)
+        elif path.startswith(b"/.well-known/"):
+            self._well_known(exchange, path)
+        elif path == b"/oauth/token":
+            self._token(exchange, now)
+        elif path == b"/oauth/register":
+            self._register(exchange, now)
+        elif path == b"/oauth/authorize":
+            self._authorize(exchange, query, now)
+        else:
+            return False
+        return True
+
+    # -- refusals: a metric and a line each --------------------------------------------------
+
+    def refused(self, endpoint: str, error: str, reason: str, now: float, **fields: object) -> None:
+        """Count a refusal and log it: one line per endpoint and error every 10 s at most."""
+        key = (endpoint, error)
+        self.refusals[key] = self.refusals.get(key, 0) + 1
+        if now < self._next_line_at.get(key, -math.inf):
+            self._not_logged[key] = self._not_logged.get(key, 0) + 1
+            return
+        self._next_line_at[key] = now + REFUSAL_LINE_EVERY_SECONDS
+        not_logged = self._not_logged.pop(key, 0)
+        log.event(
+            logging.INFO,
+            "oauth_refused",
+            endpoint=endpoint,
+            error=error,
+            reason=reason,
+            **fields,
+            not_logged=not_logged,
+        )
+
+    # -- metadata (RFC 8414, RFC 9728) -------------------------------------------------------
+
+    def _well_known(self, exchange: Exchange, path: bytes) -> None:
+        method = exchange.request.method
+        if method == b"OPTIONS":
+            exchange.respond(204, _PREFLIGHT, b"")
+            return
+        if path == _WELL_KNOWN_AS:
+            body = self.authorization.metadata
+        else:
+            app_id = _app_of_path(path, _WELL_KNOWN_RESOURCE)
+            if app_id is None:
+                # The bridge is no OpenID provider, and /mcp is no OAuth resource: only the apps are.
+                exchange.respond(404, (TEXT_PLAIN,), b"not found: no metadata at this path\n")
+                return
+            body = self.authorization.resource_metadata(app_id)
+        if method != b"GET" and method != b"HEAD":
+            exchange.respond(405, (TEXT_PLAIN, (b"allow", b"GET, HEAD, OPTIONS")), b"use GET\n")
+            return
+        exchange.respond(200, _JSON_ANY_ORIGIN, body)
+
+    # -- registration (RFC 7591) -------------------------------------------------------------
+
+    def _register(self, exchange: Exchange, now: float) -> None:
+        request = exchange.request
+        if request.method == b"OPTIONS":
+            exchange.respond(204, _PREFLIGHT, b"")
+            return
+        if request.method != b"POST":
+            exchange.respond(405, (TEXT_PLAIN, (b"allow", b"POST, OPTIONS")), b"use POST\n")
+            return
+        try:
+            if _media_type(request.header(CONTENT_TYPE)) != _APPLICATION_JSON:
+                raise OAuthError(
+                    "invalid_client_metadata", "the registration must be sent as application/json"
+                )
+            body = request.body
+            if body is None:
+                raise OAuthError("invalid_client_metadata", "the registration is larger than 16384 bytes")
+            answer = self.authorization.register(body, time.time())
+        except OAuthError as error:
+            self._refuse_json(exchange, "register", error, now)
+            return
+        self.clients_registered += 1
+        exchange.respond(201, _JSON_NO_STORE, answer)
+
+    # -- the token endpoint (RFC 6749 §3.2, §5) ----------------------------------------------
+
+    def _token(self, exchange: Exchange, now: float) -> None:
+        request = exchange.request
+        if request.method == b"OPTIONS":
+            exchange.respond(204, _PREFLIGHT, b"")
+            return
+        if request.method != b"POST":
+            exchange.respond(405, (TEXT_PLAIN, (b"allow", b"POST, OPTIONS")), b"use POST\n")
+            return
+        tables = self.server.verifier.generations
+        agents = tables[ROLE_AGENT] if tables is not None else {}
+        try:
+            if _media_type(request.header(CONTENT_TYPE)) != _FORM:
+                raise OAuthError(OAUTH_INVALID_REQUEST, "the body must be application/x-www-form-urlencoded")
+            body = request.body
+            if body is None:
+                raise OAuthError(OAUTH_INVALID_REQUEST, "the body is larger than 16384 bytes")
+            answer = self.authorization.token(body, time.time(), lambda app_id: agents.get(app_id, 0))
+        except OAuthError as error:
+            self._refuse_json(exchange, "token", error, now)
+            return
+        exchange.respond(200, _JSON_NO_STORE, answer)
+
+    def _refuse_json(self, exchange: Exchange, endpoint: str, error: OAuthError, now: float) -> None:
+        """The error body of RFC 6749 §5.2 (RFC 7591 §3.2.2), never stored, and the refusal counted."""
+        self.refused(endpoint, error.error, error.description, now)
+        exchange.respond(error.status, _JSON_NO_STORE, error.body())
+
+    # -- the authorization endpoint (RFC 6749 §4.1.1) ----------------------------------------
+
+    def _authorize(self, exchange: Exchange, query: bytes, now: float) -> None:
+        request = exchange.request
+        if request.method == b"POST":
+            self._consent_form(exchange, now)
+            return
+        if request.method != b"GET" and request.method != b"HEAD":
+            exchange.respond(
+                405, (TEXT_PLAIN, (b"allow", b"GET, POST")), b"use GET, or POST the consent form\n"
+            )
+            return
+        try:
+            pending = self.authorization.authorize_request(query)
+        except AuthorizeRefusal as refusal:
+            self.refused("authorize", refusal.error, refusal.description, now)
+            if refusal.redirect is None:
+                self._page(exchange, 400, "This request cannot go on", refusal.description)
+            else:
+                exchange.respond(302, [(b"location", refusal.redirect.encode("ascii")), *_NO_STORE], b"")
+            return
+        self._cannot_consent(exchange, pending, now)
+
+    def _consent_form(self, exchange: Exchange, now: float) -> None:
+        """The consent page's form came back: its request, its CSRF token, the code typed."""
+        request = exchange.request
+        origin = request.header(ORIGIN)
+        try:
+            if _media_type(request.header(CONTENT_TYPE)) != _FORM or request.body is None:
+                raise OAuthError(OAUTH_INVALID_REQUEST, "the consent form was not sent as a form")
+            form = parse_parameters(request.body, "form")
+            pending = self.authorization.read_pending(form.get("request", ""), time.time())
+        except OAuthError as error:
+            self.refused("authorize", error.error, error.description, now)
+            self._page(
+                exchange,
+                400,
+                "This request cannot go on",
+                f"{error.description}: start again from the client.",
+            )
+            return
+        cookie = cookie_value(request.headers.get(b"cookie"), self.secure)
+        if (origin is not None and origin.decode("latin-1") != self.authorization.issuer) or not (
+            self.authorization.csrf_matches(cookie, pending.id, form.get("csrf"))
+        ):
+            # Another site's form, or this one replayed without the browser's cookie (docs/oauth.md).
+            self.refused(
+                "authorize", OAUTH_INVALID_REQUEST, "the consent form's CSRF token does not match", now
+            )
+            self._page(
+                exchange,
+                403,
+                "This form was not sent from its page",
+                "The bridge did not serve this form to this browser: start again from the client.",
+            )
+            return
+        self._cannot_consent(exchange, pending, now)
+
+    def _cannot_consent(self, exchange: Exchange, pending: AuthorizeRequest, now: float) -> None:
+        """The app cannot be asked (docs/oauth.md, What is left): say so, and offer the way back."""
+        self.refused(
+            "authorize", ACCESS_DENIED, "the app does not take consent requests", now, app=pending.app_id
+        )
+        back = self.authorization.denied(pending, "the app cannot be asked for consent")
+        self._page(
+            exchange,
+            403,
+            f"{pending.app_id} cannot be asked",
+            f"{pending.app_id} cannot be authorized this way: it is not connected, or it does not ask its "
+            "user for consent. Only its user can let a client in.",
+            (back, f"Return to {redirect_origin(pending.redirect_uri)}"),
+        )
+
+    def _page(self, exchange: Exchange, status: int, title: str, text: str, link=None) -> None:
+        exchange.respond(status, page_headers(), notice_page(title, text, link))
+
+    # -- the apps' resources: /apps/<client-id>/mcp ------------------------------------------
+
+    def _resource(self, exchange: Exchange, app_id: str, now: float) -> None:
+        """Take the request only with an access token for this resource; then it is `/mcp`'s (docs/oauth.md)."""
+        request = exchange.request
+        agents = self.server.agents
+        origin = request.header(ORIGIN)
+        cors: Headers = ()
+        if origin is not None:
+            if not origin_allowed(agents.allowed_origins, origin):
+                agents.handle(exchange, b"", now)  # its 403, as on /mcp
+                return
+            cors = cors_headers(origin)
+        if request.method == b"OPTIONS":
+            agents.handle(exchange, b"", now)  # a preflight needs no token
+            return
+        token = _bearer(request.header(AUTHORIZATION))
+        if token is None:
+            # RFC 6750 §3.1: no credential at all gets the challenge without an error code.
+            self._unauthorized(
+                exchange, app_id, cors, "no access token: send Authorization: Bearer <token>", False
+            )
+            return
+        try:
+            grant = self.server.verifier.grant(token, ROLE_AGENT, now)
+        except TokenError as error:
+            self._unauthorized(exchange, app_id, cors, str(error), True, now)
+            return
+        if grant.client_id != app_id:
+            self._unauthorized(exchange, app_id, cors, "the token is for another app", True, now)
+            return
+        audience = self._audiences.get(token)
+        if audience is None:
+            audience = self.authorization.audience(token)
+            remember(self._audiences, token, audience, _AUDIENCE_ENTRIES)
+        if audience != self.authorization.resource_url(app_id):
+            self._unauthorized(
+                exchange, app_id, cors, "the token's audience (aud) is not this resource", True, now
+            )
+            return
+        agents.handle(exchange, b"", now)
+
+    def _unauthorized(
+        self, exchange: Exchange, app_id: str, cors: Headers, problem: str, invalid: bool, now: float = 0.0
+    ) -> None:
+        if invalid:
+            self.refused("resource", INVALID_TOKEN, problem, now, app=app_id)
+        headers = [*JSON_ONLY, *cors, (b"www-authenticate", self.authorization.challenge(app_id, invalid))]
+        exchange.respond(401, headers, jsonrpc.error(NULL_ID, INVALID_REQUEST, f"Unauthorized: {problem}"))
+
+
+def _bearer(authorization: bytes | None) -> bytes | None:
+    """The token of `Authorization: Bearer <token>` (RFC 6750 §2.1); None for none or another scheme."""
+    if authorization is None:
+        return None
+    scheme, _, value = authorization.strip().partition(b" ")
+    value = value.strip()
+    return value if scheme.lower() == b"bearer" and value else None
