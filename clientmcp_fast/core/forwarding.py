@@ -7,9 +7,9 @@ an agent made on another instance runs here as a `ForwardedCall`, whose end goes
 tools/call, its timeout, streaming, cancellation and every outcome run through the same
 `Bridge` code as a local call.
 
-Which instance holds an app, and which instances may still call (docs/scaling.md,
-Membership, Calls that never run late), is the directory's (core/directory.py): it tells
-this module which apps to hold and which calls to refuse.
+Which instance holds an app (docs/scaling.md, Replacement), and which instances may still
+call (docs/scaling.md, Calls that never run late), is the directory's (core/directory.py):
+it tells this module which apps to hold and which calls to refuse.
 """
 
 from __future__ import annotations

@@ -305,6 +305,10 @@ class EventLines(EventLog):
             "others may have taken it as gone, so its calls between instances end and it joins again",
         )
 
+    def io_event(self, level: int, name: str, **fields: object) -> None:
+        """An event of the I/O layer, which the core does not tell of (an OAuth refusal, say): its line."""
+        self._event(level, name, fields)
+
     # -- writing ----------------------------------------------------------------------------
 
     def _event(self, level: int, name: str, fields: dict) -> None:

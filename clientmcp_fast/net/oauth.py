@@ -14,7 +14,6 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from clientmcp_fast import log
 from clientmcp_fast._pure.routing import origin_form
 from clientmcp_fast.core import jsonrpc
 from clientmcp_fast.core.agent_checks import cors_headers, origin_allowed
@@ -137,7 +136,7 @@ class OAuthEndpoints:
             return
         self._next_line_at[key] = now + REFUSAL_LINE_EVERY_SECONDS
         not_logged = self._not_logged.pop(key, 0)
-        log.event(
+        self.server.events.io_event(
             logging.INFO,
             "oauth_refused",
             endpoint=endpoint,

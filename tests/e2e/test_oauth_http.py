@@ -108,6 +108,22 @@ def oauth(start_bridge: Callable[..., RunningBridge]) -> OAuthBridge:
     served.http.close()
 
 
+@pytest.fixture
+def oauth_logged(start_bridge: Callable[..., RunningBridge], captured_log):
+    """An OAuth bridge started after its log is captured (`form`: text or json): the bridge and the log."""
+    made: list[OAuthBridge] = []
+
+    def start(form: str) -> tuple[OAuthBridge, Any]:
+        stream = captured_log(form)  # before the bridge starts: it takes the log as it is then
+        port = free_port()
+        made.append(OAuthBridge(start_bridge(port=port, oauth=True, public_url=f"http://127.0.0.1:{port}")))
+        return made[-1], stream
+
+    yield start
+    for served in made:
+        served.http.close()
+
+
 def assert_refused(
     response: httpx2.Response, status: int, error: str, description: str | None = None
 ) -> None:
@@ -174,8 +190,8 @@ def test_a_client_registers_and_its_client_id_is_the_registration(oauth):
     assert oauth.bridge.call(lambda server: server.oauth.clients_registered) == 1
 
 
-def test_a_registration_that_cannot_be_taken_is_refused_with_its_rfc_7591_error(oauth, captured_log):
-    stream = captured_log("text")
+def test_a_registration_that_cannot_be_taken_is_refused_with_its_rfc_7591_error(oauth_logged):
+    oauth, stream = oauth_logged("text")
     cases = [
         ({"content": b"redirect_uris=x", "headers": {"content-type": "application/x-www-form-urlencoded"}},
          "invalid_client_metadata", "the registration must be sent as application/json"),
@@ -700,9 +716,9 @@ def test_refusals_tokens_and_registrations_are_metrics(start_bridge):
     }
 
 
-def test_a_refusal_line_holds_no_credential(oauth, captured_log):
+def test_a_refusal_line_holds_no_credential(oauth_logged):
     """oauth_refused: the endpoint, the RFC error, the reason and the app; no code, token, client ID or state."""
-    stream = captured_log("json")
+    oauth, stream = oauth_logged("json")
     client_id = oauth.register()
     code = oauth.code(client_id)
     tokens = oauth.exchange(client_id, code).json()
