@@ -1,4 +1,6 @@
-"""The cluster's bus messages (core/wire.py; docs/scaling.md, Bounds; docs/scaling.md, Upgrades): bytes in, typed messages out.
+"""The cluster's bus messages (core/wire.py): bytes in, typed messages out.
+
+docs/scaling.md, Bounds; docs/scaling.md, Upgrades.
 
 `WIRE_2_BYTES` is what the first release of wire version 2 sent, byte for byte: its
 messages were tuples, encoded as MessagePack arrays. Every later release of version 2 must
