@@ -25,4 +25,5 @@ cdef class Context(Call):
     cpdef too_many(self, id_json, retry_after, message)
     cpdef accepted(self)
     cpdef start_call(self, Bridge bridge, app, tool, arguments, modern, id_json, session, now)
+    cpdef bint named_by_cancel(self, request_id, session)
     cpdef _finish(self, body)

@@ -26,6 +26,11 @@ def tool_error(text: str, modern: bool) -> bytes:
     return b'{"resultType":"complete",' + body[1:] if modern else body
 
 
+def session_key(header: bytes | None) -> bytes | None:
+    """What a legacy call's Mcp-Session-Id header is matched by: trimmed, None when absent or empty."""
+    return header.strip() if header else None
+
+
 class Context(Call):
     """One request being answered: where the answer goes and in which shape.
 
@@ -152,6 +157,10 @@ class Context(Call):
     def abandoned(self, now: float) -> None:
         """The agent hung up before the answer: the app gets `cancel` (docs/protocol.md, Mapping)."""
         self.bridge.abandon(self, now)  # type: ignore[union-attr]
+
+    def named_by_cancel(self, request_id: bytes, session: bytes | None) -> bool:
+        """A legacy call of this id, made in this session (compared as `session_key` reads it)."""
+        return not self.modern and self.id_json == request_id and session_key(self.session) == session
 
     def cancelled(self, now: float) -> None:
         """A legacy `notifications/cancelled` named this call: `cancel` to the app, and end the answer."""

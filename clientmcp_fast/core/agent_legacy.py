@@ -8,7 +8,7 @@ import msgspec
 from msgspec import UNSET
 
 from clientmcp_fast.core import jsonrpc
-from clientmcp_fast.core.agent_context import JSON_HEADERS, Context
+from clientmcp_fast.core.agent_context import JSON_HEADERS, Context, session_key
 from clientmcp_fast.core.agent_eras import LATEST_LEGACY, LEGACY, SERVER_INFO, UNNAMED_LEGACY
 from clientmcp_fast.core.agent_tools import instructions, tools_call, tools_list
 from clientmcp_fast.core.http import MCP_PROTOCOL_VERSION, MCP_SESSION_ID, Exchange, Headers
@@ -48,7 +48,7 @@ def serve_legacy(bridge: Bridge, context: Context, message: Message, params: Par
         context.fail(400, id_json or NULL_ID, INVALID_REQUEST, "Invalid Request: a string or number id")
         return
     if method == "tools/call":
-        # The session as sent: only a cancellation compares it (see _session_key), not every call.
+        # The session as sent: only a cancellation compares it (see session_key), not every call.
         tools_call(
             bridge,
             context,
@@ -88,17 +88,12 @@ def _initialize(bridge: Bridge, context: Context, id_json: bytes, params: Params
 # -- notifications/cancelled (docs/protocol.md, Mapping) ---------------------------------------
 
 
-def _session_key(header: bytes | None) -> bytes | None:
-    """What a legacy call's Mcp-Session-Id header is matched by: trimmed, None when absent or empty."""
-    return header.strip() if header else None
-
-
 def _cancel(bridge: Bridge, context: Context, params: Params, now: float) -> None:
     """Cancel the legacy call of this client ID and session that the id names (docs/protocol.md, Mapping)."""
     request_id = valid_id(params.requestId)
     if request_id is None:
         return
-    session = _session_key(context.exchange.request.header(MCP_SESSION_ID))
+    session = session_key(context.exchange.request.header(MCP_SESSION_ID))
     if not cancel_call(bridge, context.client_id, request_id, session, now):
         # Behind a load balancer, the call may be waiting on another instance (docs/scaling.md).
         bridge.router.cancel_elsewhere(context.client_id, request_id, session)
@@ -111,13 +106,8 @@ def cancel_call(bridge: Bridge, client_id: str, request_id: bytes, session: byte
         return False
     # A scan of the app's calls, not an index: cancellations are rare, calls are not.
     for call in app.calls.values():
-        if (
-            isinstance(call, Context)
-            and not call.modern
-            and call.id_json == request_id
-            and _session_key(call.session) == session
-        ):
-            call.cancelled(now)
+        if call.named_by_cancel(request_id, session):
+            call.cancelled(now)  # type: ignore[attr-defined]
             return True
     return False
 

@@ -20,6 +20,7 @@ cdef class Call:
     cpdef call_slow(self)
     cpdef call_tick(self)
     cpdef ended(self, Py_ssize_t outcome)
+    cpdef bint named_by_cancel(self, request_id, session)
 
 
 cdef class InFlightCalls:

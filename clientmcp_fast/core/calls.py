@@ -64,6 +64,10 @@ class Call:
     def ended(self, outcome: int) -> None:
         """The bridge counted this call's end as `outcome` (core/counters.py), just before telling it."""
 
+    def named_by_cancel(self, request_id: bytes, session: bytes | None) -> bool:
+        """Whether a legacy notifications/cancelled of this request id and session names this call."""
+        return False
+
 
 class InFlightCalls:
     """Every call waiting on an app, with the next time one of them needs attention."""
