@@ -10,14 +10,11 @@ from clientmcp_fast.core.tokens cimport Grant
 
 cdef class Context(Call):
     cdef public Exchange exchange
-    cdef public object client_id
     cdef public object cors
     cdef public bint json_ok
     cdef public Bridge bridge
     cdef public object id_json
-    cdef public bint modern
     cdef public object session
-    cdef public object tool
 
     cpdef init_context(self, Exchange exchange, Grant grant, cors, bint json_ok, bint sse_named)
     cpdef reply(self, body, extra=*)

@@ -40,14 +40,11 @@ class Context(Call):
 
     __slots__ = (
         "exchange",
-        "client_id",
         "cors",
         "json_ok",
         "bridge",
         "id_json",
-        "modern",
         "session",
-        "tool",
     )
 
     def init_context(
@@ -72,10 +69,7 @@ class Context(Call):
         # Set by `start_call` for a tools/call.
         self.bridge: Bridge | None = None
         self.id_json = NULL_ID
-        self.modern = False
         self.session: bytes | None = None  # legacy: Mcp-Session-Id as sent (see agent_legacy)
-        # The Tool called, or the name asked for when there is none: for the call's log line.
-        self.tool: object = None
 
     def reply(self, body: bytes, extra: Headers = ()) -> None:
         """A 200 answer carrying one JSON-RPC message, as JSON, or as one SSE event if JSON is not accepted."""

@@ -13,6 +13,10 @@ cdef class Call:
     cdef public bint wants_stream
     cdef public bint streaming
     cdef public Grant grant
+    cdef public object client_id
+    cdef public object tool
+    cdef public bint modern
+    cdef public bint logged
 
     cpdef init_call(self, bint wants_stream)
     cpdef call_result(self, result, has_result_type)

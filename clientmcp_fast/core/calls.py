@@ -27,7 +27,20 @@ class Call:
     in the routing fields when the call starts.
     """
 
-    __slots__ = ("seq", "id", "app", "deadline", "slow_at", "wants_stream", "streaming", "grant")
+    __slots__ = (
+        "seq",
+        "id",
+        "app",
+        "deadline",
+        "slow_at",
+        "wants_stream",
+        "streaming",
+        "grant",
+        "client_id",
+        "tool",
+        "modern",
+        "logged",
+    )
 
     def __init__(self, wants_stream: bool) -> None:
         self.init_call(wants_stream)
@@ -44,6 +57,13 @@ class Call:
         # The agent token's grant, whose calls in flight the bridge counts (--agent-max-calls);
         # None for a call no agent token made here (one forwarded from another instance).
         self.grant: Grant | None = None
+        # What its log line says (docs/operations.md, Log events): the app's client ID, the Tool
+        # called (or the name asked for when there is none), the era; and whether it has a line
+        # here at all (a forwarded call's is written by the agent's instance).
+        self.client_id: str | None = None
+        self.tool: object = None
+        self.modern = False
+        self.logged = True
 
     def call_result(self, result: bytes, has_result_type: bool) -> None:
         """The app answered with this CallToolResult (JSON bytes, unchanged)."""

@@ -120,16 +120,15 @@ class RemoteApp:
 class ForwardedCall(Call):
     """A call an agent made on another instance, run here on the local app; its end goes back."""
 
-    __slots__ = ("forwarding", "origin", "origin_id", "client_id", "subject", "outcome")
-
-    # The agent's instance, which owns the call, writes its log line; here it is counted in
-    # the cluster's metrics only (docs/operations.md, Log events).
-    log_line = False
+    __slots__ = ("forwarding", "origin", "origin_id", "subject", "outcome")
 
     def __init__(
         self, forwarding: Forwarding, origin: str, origin_id: str, client_id: str, subject: str
     ) -> None:
         self.init_call(False)  # the agent's instance streams, not this one
+        # The agent's instance, which owns the call, writes its log line; here it is counted in
+        # the cluster's metrics only (docs/operations.md, Log events).
+        self.logged = False
         self.forwarding = forwarding
         self.origin = origin
         self.origin_id = origin_id

@@ -2,7 +2,7 @@
 
 cimport cython
 
-from clientmcp_fast.core.agent_context cimport Context
+from clientmcp_fast.core.calls cimport Call
 from clientmcp_fast.core.events cimport EventLog
 
 
@@ -25,7 +25,7 @@ cdef class EventLines(EventLog):
     cdef public list _next_refusal_line_at
     cdef public list _not_logged
 
-    @cython.locals(context=Context, modern=bint, streamed=bint, texts=dict, pending=list, who=str, what=str,
+    @cython.locals(ended=Call, modern=bint, streamed=bint, texts=dict, pending=list, who=str, what=str,
                    ending=str)
     cpdef call_ended(self, call, Py_ssize_t outcome, double seconds)
     @cython.locals(pending=list, start=str)

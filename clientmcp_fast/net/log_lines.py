@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from time import time as _time
 
-from clientmcp_fast.core.agent_context import Context
+from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.counters import OUTCOMES, REFUSALS
 from clientmcp_fast.core.events import EventLog
 
@@ -105,7 +105,7 @@ class EventLines(EventLog):
     the turn's other work is done (through `schedule`, the loop's call_soon), every other line at
     once. Without it (handlers an embedding program set), each event is a record of `logger` at
     once, its name and fields apart, for those handlers to format. Which events have a line is
-    decided here alone, whichever way it is written: a call whose `log_line` is false has none.
+    decided here alone, whichever way it is written: a call not `logged` here has none.
     The level is `logger`'s when the log is made.
 
     At `info`, every call has its line. To keep it a small share of the call's own work
@@ -149,23 +149,17 @@ class EventLines(EventLog):
 
     # -- calls ------------------------------------------------------------------------------
 
-    def call_ended(self, call: object, outcome: int, seconds: float) -> None:
-        """A tools/call was answered: its line is written at the end of this turn (unless its `log_line` is false)."""
+    def call_ended(self, call: Call, outcome: int, seconds: float) -> None:
+        """A tools/call was answered: its line is written at the end of this turn (unless it is not `logged` here)."""
         if not self._calls:
             return
-        if isinstance(call, Context):  # an agent's call, as nearly every one is: compiled, read in C
-            context = call
-            client_id = context.client_id
-            tool = context.tool
-            modern = context.modern
-            streamed = context.streaming
-        else:
-            if not getattr(call, "log_line", True):
-                return
-            client_id = getattr(call, "client_id", None)
-            tool = getattr(call, "tool", None)
-            modern = getattr(call, "modern", False)
-            streamed = getattr(call, "streaming", False)
+        ended: Call = call  # compiled, its fields are read in C
+        if not ended.logged:
+            return
+        client_id = ended.client_id
+        tool = ended.tool
+        modern = ended.modern
+        streamed = ended.streaming
         if tool is not None and type(tool) is not str:
             tool = tool.name  # a Tool, or the name asked for when there was none
         if self._stream is None:

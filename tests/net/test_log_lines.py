@@ -10,6 +10,7 @@ import pytest
 
 from clientmcp_fast import log
 from clientmcp_fast.core.agent_context import Context
+from clientmcp_fast.core.calls import Call as CoreCall
 from clientmcp_fast.core.counters import OUTCOMES, REFUSED_RATE, REFUSED_SCOPE, RESULT, TIMEOUT, UNKNOWN_TOOL
 from clientmcp_fast.core.register import Tool as RegisteredTool
 from clientmcp_fast.net import log_lines
@@ -36,10 +37,13 @@ class Tool:
         self.name = name
 
 
-class Call:
+class Call(CoreCall):
+    """A call of the bridge's that no agent made here (an embedding program's, say)."""
+
     def __init__(
         self, client_id: object, tool: object, modern: bool = False, streaming: bool = False
     ) -> None:
+        self.init_call(False)
         self.client_id = client_id
         self.tool = tool
         self.modern = modern
@@ -137,6 +141,7 @@ def test_json_lines_hold_the_event_fields():
 def agent_call(client_id: str, tool: object, modern: bool = False, streaming: bool = False) -> Context:
     """An agent's call as the bridge ends it: a Context (compiled, its fields are read in C)."""
     context = Context.__new__(Context)
+    context.init_call(False)
     context.client_id = client_id
     context.tool = tool
     context.modern = modern
@@ -181,7 +186,9 @@ def test_an_agents_call_has_the_same_line_as_any_call():
 
 def test_a_call_whose_line_another_instance_writes_has_none_here():
     class Forwarded(Call):
-        log_line = False
+        def __init__(self, client_id: object, tool: object) -> None:
+            super().__init__(client_id, tool)
+            self.logged = False  # as core/forwarding.py's ForwardedCall
 
     calls, stream, scheduled = make()
     calls.call_ended(Forwarded("app", Tool("echo")), RESULT, 0.5)
@@ -278,7 +285,9 @@ def test_with_handlers_the_bridge_did_not_set_each_call_is_a_record_at_once(fore
 def test_with_handlers_the_bridge_did_not_set_a_call_another_instance_logs_has_no_record(foreign_handler):
     # A forwarded call's line is the agent's instance's, however this one's log is written.
     class Forwarded(Call):
-        log_line = False
+        def __init__(self, client_id: object, tool: object) -> None:
+            super().__init__(client_id, tool)
+            self.logged = False  # as core/forwarding.py's ForwardedCall
 
     events = log.event_log([].append)
     events.call_ended(Forwarded("app", Tool("echo")), RESULT, 0.5)
