@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from clientmcp_fast._pure.routing import origin_form
 from clientmcp_fast.core import jsonrpc
 from clientmcp_fast.core.agent_checks import cors_headers, origin_allowed
+from clientmcp_fast.core.consent import ENDED, MAX_ATTEMPTS, Consent, new_code
 from clientmcp_fast.core.http import (
     AUTHORIZATION,
     JSON_ONLY,
@@ -29,7 +30,6 @@ from clientmcp_fast.core.http import (
 )
 from clientmcp_fast.core.jsonrpc import INVALID_REQUEST, NULL_ID
 from clientmcp_fast.core.memo import remember
-from clientmcp_fast.core.consent import ENDED, MAX_ATTEMPTS, Consent, new_code
 from clientmcp_fast.core.oauth import (
     ACCESS_DENIED,
     AuthorizationServer,
@@ -365,7 +365,9 @@ class OAuthEndpoints:
             return
         if consent is None:
             # Ended already (answered, refused), or shown by another instance or before a restart.
-            self.refused("authorize", ACCESS_DENIED, "the request is not waiting here", now, app=pending.app_id)
+            self.refused(
+                "authorize", ACCESS_DENIED, "the request is not waiting here", now, app=pending.app_id
+            )
             back = self.authorization.denied(pending, "the request is no longer waiting for consent")
             self._page(
                 exchange,
@@ -399,7 +401,9 @@ class OAuthEndpoints:
             return
         self._wait_for_app(exchange, consent, signed, cookie, now)
 
-    def _wait_for_app(self, exchange: Exchange, consent: Consent, signed: str, cookie: str, now: float) -> None:
+    def _wait_for_app(
+        self, exchange: Exchange, consent: Consent, signed: str, cookie: str, now: float
+    ) -> None:
         """The code is right and the app has not answered: the form's answer waits for it, a while."""
         loop = self.server.loop
         pending = consent.request
@@ -411,7 +415,9 @@ class OAuthEndpoints:
             if consent.allow:
                 self._grant(exchange, pending)
             else:
-                self._deny(exchange, pending, f"the user of {pending.app_id} refused", self.server.loop.time())
+                self._deny(
+                    exchange, pending, f"the user of {pending.app_id} refused", self.server.loop.time()
+                )
 
         def waited() -> None:
             if consent.waiter is not answered:
@@ -450,7 +456,9 @@ class OAuthEndpoints:
 
     def _cannot_consent(self, exchange: Exchange, pending: AuthorizeRequest, why: str, now: float) -> None:
         """The app cannot be asked: say so, and offer the way back (docs/oauth.md)."""
-        self.refused("authorize", ACCESS_DENIED, "the app cannot be asked for consent", now, app=pending.app_id)
+        self.refused(
+            "authorize", ACCESS_DENIED, "the app cannot be asked for consent", now, app=pending.app_id
+        )
         back = self.authorization.denied(pending, "the app cannot be asked for consent")
         self._page(
             exchange,
