@@ -420,9 +420,9 @@ class OAuthEndpoints:
                 )
 
         def waited() -> None:
-            if consent.waiter is not answered:
-                return
-            consent.waiter = None
+            # A form sent again meanwhile waits in this one's place: this one is answered anyway.
+            if consent.waiter is answered:
+                consent.waiter = None
             exchange.on_abandon = None
             problem = (
                 f"The code is right. {pending.app_id} has not answered yet: allow the request there, then "

@@ -630,7 +630,10 @@ def test_a_consent_from_another_connection_is_ignored():
     ("message", "reason"),
     [
         ({"type": "consent", "allow": True}, "consent: id must be the authorize message's id, a string"),
-        ({"type": "consent", "id": 7, "allow": True}, "consent: id must be the authorize message's id, a string"),
+        (
+            {"type": "consent", "id": 7, "allow": True},
+            "consent: id must be the authorize message's id, a string",
+        ),
         ({"type": "consent", "id": "req-1"}, "consent: allow must be true or false"),
         ({"type": "consent", "id": "req-1", "allow": "yes"}, "consent: allow must be true or false"),
         ({"type": "consent", "id": "req-1", "allow": 1}, "consent: allow must be true or false"),

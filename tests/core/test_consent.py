@@ -107,3 +107,12 @@ def test_the_bounds_are_documented():
     limits = (Path(__file__).parents[2] / "docs" / "limits.md").read_text()
     assert f"{MAX_REQUESTS:,}" in limits and "consent" in limits
     assert f"{MAX_REQUESTS_PER_APP} per app" in limits
+
+
+def test_an_app_held_by_another_instance_refuses_to_be_asked_for_now():
+    from clientmcp_fast.core.forwarding import RemoteApp
+
+    app = RemoteApp(None, "todo-app", "instance-b", 1, 0, "subject")
+    assert app.ask_consent("r1", "Claude", "https://claude.ai", "ABCD2345") == (
+        "the app is connected to another instance: consent across instances is not built yet"
+    )

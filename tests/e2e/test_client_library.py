@@ -594,9 +594,10 @@ async def test_an_on_authorize_that_fails_denies(oauth_bridge, client_log):
     async def broken(request: client_module.AuthorizeRequest) -> bool:
         raise RuntimeError("no screen to ask on")
 
-    async with _app(oauth_bridge, on_authorize=broken), httpx2.AsyncClient(
-        base_url=oauth_bridge.http_url, timeout=10
-    ) as http:
+    async with (
+        _app(oauth_bridge, on_authorize=broken),
+        httpx2.AsyncClient(base_url=oauth_bridge.http_url, timeout=10) as http,
+    ):
         await _ConsentPage(oauth_bridge, http).open()
         await _wait(lambda: oauth_bridge.call(lambda server: server.bridge.consents.answers["deny"] == 1))
     assert any("on_authorize failed" in message for message in client_log.messages(logging.ERROR))
