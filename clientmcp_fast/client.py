@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import inspect
 import json
 import logging
 import os
@@ -174,6 +175,19 @@ class _Connection:
     registered_at: float | None = None  # when the bridge first answered `registered`
 
 
+@dataclass(frozen=True)
+class AuthorizeRequest:
+    """An OAuth client asks to use this app's tools (docs/oauth.md): show it to the user, with the code."""
+
+    id: str
+    client_name: str | None  # as the client registered it: it chooses it, so show the origin too
+    client_origin: str  # where the client gets its answer: `https://host`, `http://127.0.0.1:PORT`, `cursor:`
+    code: str  # the 8 characters the user types into the bridge's page
+
+
+AuthorizeHandler = Callable[[AuthorizeRequest], Awaitable[bool] | bool]
+
+
 class ClientMCP:
     """One app's connection to a bridge, kept open, re-registered and answered."""
 
@@ -187,6 +201,7 @@ class ClientMCP:
         pong_timeout: float = 10.0,
         reconnect: bool = True,
         backoff: tuple[float, float] = (0.5, 30.0),
+        on_authorize: AuthorizeHandler | None = None,
     ) -> None:
         self.url = url
         self._token = token
@@ -208,6 +223,19 @@ class ClientMCP:
         self._runner: asyncio.Task | None = None
         self._stopping = False
         self._done = asyncio.Event()
+        self._on_authorize = on_authorize
+
+    @property
+    def on_authorize(self) -> AuthorizeHandler | None:
+        """Who answers an OAuth client's request (`authorize`): True to allow; set, the app registers `consent`."""
+        return self._on_authorize
+
+    @on_authorize.setter
+    def on_authorize(self, handler: AuthorizeHandler | None) -> None:
+        declared = self._on_authorize is not None
+        self._on_authorize = handler
+        if declared != (handler is not None):
+            self._register_if_connected()
 
     # -- declaring tools --------------------------------------------------------------------
 
@@ -248,6 +276,8 @@ class ClientMCP:
         }
         if self.instructions is not None:
             message["instructions"] = self.instructions
+        if self._on_authorize is not None:
+            message["consent"] = True
         return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
     # -- connecting -------------------------------------------------------------------------
@@ -493,6 +523,30 @@ class ClientMCP:
             if task is not None:
                 self.calls_cancelled += 1
                 task.cancel()
+        elif kind == "authorize":
+            client = message.get("client") or {}
+            request = AuthorizeRequest(
+                message["id"], client.get("name"), client.get("uri", ""), message.get("code", "")
+            )
+            task = asyncio.get_running_loop().create_task(self._consent(conn, request))
+            conn.sending.add(task)
+            task.add_done_callback(conn.sending.discard)
+
+    async def _consent(self, conn: _Connection, request: AuthorizeRequest) -> None:
+        """Ask the app's handler about an OAuth request and answer `consent`; no handler or a failure denies."""
+        allow = False
+        handler = self._on_authorize
+        if handler is not None:
+            try:
+                answer = handler(request)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+                allow = answer is True
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("on_authorize failed: the request of %s is denied", request.client_origin)
+        await self._send(conn, json.dumps({"type": "consent", "id": request.id, "allow": allow}))
 
     async def _answer(self, conn: _Connection, call_id: str, name: str, arguments: dict[str, Any]) -> None:
         tool = self.tools.get(name)

@@ -211,7 +211,7 @@ def _oauth(oauth: OAuthEndpoints) -> Iterator[object]:
     )
     remembered = GaugeMetricFamily(
         "clientmcp_oauth_remembered",
-        "Used codes and refresh tokens, and ended grants, this process remembers until they expire",
+        "Used codes and refresh tokens, ended grants, and requests waiting for consent, this process remembers",
         labels=["kind"],
     )
     forgotten = CounterMetricFamily(
@@ -223,11 +223,25 @@ def _oauth(oauth: OAuthEndpoints) -> Iterator[object]:
         ("codes", server.used_codes),
         ("refresh_tokens", server.used_refresh_tokens),
         ("ended_grants", server.revoked_grants),
+        ("consents", oauth.server.bridge.consents),
     ):
         remembered.add_metric([kind], len(used))
         forgotten.add_metric([kind], used.forgotten)
     yield remembered
     yield forgotten
+    answers = CounterMetricFamily(
+        "clientmcp_oauth_consents",
+        "Apps' answers to consent requests shown here, by answer (allow, deny)",
+        labels=["answer"],
+    )
+    for answer, count in oauth.server.bridge.consents.answers.items():
+        answers.add_metric([answer], count)
+    yield answers
+    yield _counter(
+        "clientmcp_oauth_codes_issued",
+        "Authorization codes issued: the app allowed and its person typed the code",
+        oauth.codes_issued,
+    )
 
 
 def _cluster(cluster: NatsCluster, counters: Counters) -> Iterator[object]:

@@ -37,6 +37,9 @@ class App(Protocol):
     def unregistered_text(self) -> str:
         """The tool error for a call while no tool set of this app is known here (core/outcomes.py)."""
 
+    def ask_consent(self, request_id: str, client_name: str | None, client_uri: str, code: str) -> str | None:
+        """Send the app `authorize` (docs/oauth.md); None when sent, else why this app cannot be asked."""
+
 
 class AppRouter:
     """The port the bridge tells of each app connected here; a cluster's directory implements it."""

@@ -29,6 +29,7 @@ cdef class Bridge:
     cdef public EventLog events
     cdef public Py_ssize_t max_calls_per_token
     cdef public object new_session_id
+    cdef public object consents
 
     cpdef complete(self, Call call, result, Py_ssize_t shape, double now)
     cpdef fail(self, Call call, Py_ssize_t outcome, text, double now)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.apps import LOCAL, AppRouter
 from clientmcp_fast.core.calls import Call, InFlightCalls
+from clientmcp_fast.core.consent import ConsentRequests
 from clientmcp_fast.core.counters import (
     BUSY,
     CANCELLED,
@@ -78,6 +79,7 @@ class Bridge:
         "events",
         "max_calls_per_token",
         "new_session_id",
+        "consents",
     )
 
     def __init__(
@@ -122,6 +124,8 @@ class Bridge:
         self.max_calls_per_token = limits.agent_max_calls  # 0: no limit (docs/configuration.md)
         # A fresh random MCP session id, from the I/O side: the core reads no random source.
         self.new_session_id = new_session_id
+        # OAuth requests whose consent page this process showed, waiting for their app (docs/oauth.md).
+        self.consents = ConsentRequests()
 
     # -- apps connected here (the I/O layer's calls) ------------------------------------------
 

@@ -13,8 +13,14 @@ import msgspec
 from msgspec import UNSET
 
 from clientmcp_fast.core import outcomes
-from clientmcp_fast.core.messages import BRIDGE_TYPES, REGISTERED, decode_app_message, loose_app_message
-from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
+from clientmcp_fast.core.messages import (
+    BRIDGE_TYPES,
+    REGISTERED,
+    authorize_message,
+    decode_app_message,
+    loose_app_message,
+)
+from clientmcp_fast.core.register import RegisterError, ToolSet, json_boolean, parse_register
 from clientmcp_fast.core.tokens import ROLE_CLIENT, TokenError
 from clientmcp_fast.core.websocket import (
     HandshakeError,
@@ -143,6 +149,14 @@ class AppChannel(MessageHandler):
         """The tool error for a call before the app's first register."""
         return outcomes.NOT_REGISTERED
 
+    def ask_consent(self, request_id: str, client_name: str | None, client_uri: str, code: str) -> str | None:
+        """Send `authorize` if the app declared `consent` in its latest register (docs/oauth.md)."""
+        toolset = self.toolset
+        if toolset is None or not toolset.consent:
+            return "the app does not ask its user for consent (it did not register with consent: true)"
+        self.ws.send_text(authorize_message(request_id, client_name, client_uri, code))
+        return None
+
     # -- the WebSocket's handler ------------------------------------------------------------
 
     def on_exact_ping(self) -> None:
@@ -181,6 +195,8 @@ class AppChannel(MessageHandler):
             self._on_register(message)
         elif kind == "ping":
             self.ws.send_frame(PONG_FRAME)
+        elif kind == "consent":
+            self._on_consent(message)
         elif kind in BRIDGE_TYPES:
             self.ws.close(4400, f"{kind} is sent by the bridge, never by an app")
         # Any other type is ignored, for forward compatibility (ClientMCP v1 §3.2).
@@ -205,7 +221,9 @@ class AppChannel(MessageHandler):
 
     def _on_register(self, message) -> None:
         try:
-            toolset = parse_register(message.tools, message.instructions, self.bridge.limits.max_tools)
+            toolset = parse_register(
+                message.tools, message.instructions, self.bridge.limits.max_tools, message.consent
+            )
         except RegisterError as error:
             self.bridge.counters.registers_refused += 1
             self.bridge.events.register_refused(self.client_id, str(error))
@@ -214,3 +232,15 @@ class AppChannel(MessageHandler):
         self.bridge.counters.registers_accepted += 1
         self.bridge.registered(self, toolset)
         self.ws.send_text(REGISTERED)
+
+    def _on_consent(self, message) -> None:
+        request_id = message.id
+        if not isinstance(request_id, str):
+            self.ws.close(4400, "consent: id must be the authorize message's id, a string")
+            return
+        allow = message.allow
+        if allow is UNSET or json_boolean(allow) is None:
+            self.ws.close(4400, "consent: allow must be true or false")
+            return
+        # An unknown or ended id is ignored, as a late result is.
+        self.bridge.consents.answered(self, request_id, json_boolean(allow), self.last_seen)

@@ -116,6 +116,10 @@ class RemoteApp:
         """The tool error while its tools are unknown here: not registered, or not kept for the bound."""
         return outcomes.TOOLS_NOT_KEPT if self.over_bound else outcomes.NOT_REGISTERED
 
+    def ask_consent(self, request_id: str, client_name: str | None, client_uri: str, code: str) -> str:
+        """Not sent: the wire has no `authorize` yet, so the page must be shown where the app is."""
+        return "the app is connected to another instance: consent across instances is not built yet"
+
 
 class ForwardedCall(Call):
     """A call an agent made on another instance, run here on the local app; its end goes back."""

@@ -12,11 +12,11 @@ from typing import Any
 
 import msgspec
 
-from clientmcp_fast.core.jsonrpc import copied, loose_struct
+from clientmcp_fast.core.jsonrpc import copied, encode_json, loose_struct
 from clientmcp_fast.speedups import json_member
 
 # Types that only the bridge sends: an app sending one has a bug (docs/protocol.md, Close codes: 4400).
-BRIDGE_TYPES = frozenset({"registered", "call", "cancel", "pong"})
+BRIDGE_TYPES = frozenset({"registered", "call", "cancel", "pong", "authorize"})
 
 REGISTERED = b'{"type":"registered"}'
 
@@ -34,6 +34,8 @@ class AppMessage(msgspec.Struct, gc=False):
     result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     tools: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     instructions: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    consent: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # register: the app answers `authorize`
+    allow: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # consent: the app's answer
 
 
 class ToolHead(msgspec.Struct, gc=False):
@@ -65,3 +67,11 @@ def loose_app_message(data: bytes) -> AppMessage:
 def cancel_message(call_id: bytes) -> bytes:
     """A `cancel` for the app: the call's result is no longer wanted."""
     return b'{"type":"cancel","id":"' + call_id + b'"}'
+
+
+def authorize_message(request_id: str, client_name: str | None, client_uri: str, code: str) -> bytes:
+    """An `authorize` for an app that declared `consent` (docs/protocol.md, Consent): who asks, and the code."""
+    client: dict[str, str] = {"uri": client_uri}
+    if client_name is not None:
+        client = {"name": client_name, "uri": client_uri}
+    return encode_json({"type": "authorize", "id": request_id, "client": client, "code": code})

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import math
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -132,6 +133,14 @@ class AuthorizeRefusal(OAuthError):
     def __init__(self, error: str, description: str, redirect: str | None) -> None:
         super().__init__(error, description)
         self.redirect = redirect
+
+
+class RequestExpired(AuthorizeRefusal):
+    """A consent page's request past its 10 minutes: `request` is what it asked, `redirect` tells its client."""
+
+    def __init__(self, description: str, request: AuthorizeRequest, redirect: str) -> None:
+        super().__init__(ACCESS_DENIED, description, redirect)
+        self.request = request
 
 
 def error_body(error: str, description: str) -> bytes:
@@ -751,11 +760,15 @@ class AuthorizationServer:
         return sign_claims(self._signing, claims)
 
     def read_pending(self, value: str, now: float) -> AuthorizeRequest:
-        """The request a consent page carried; raises OAuthError(invalid_request) if forged or expired."""
+        """The request a consent page carried; raises OAuthError(invalid_request) if forged, RequestExpired if expired.
+
+        An expired request is still this bridge's: its client hears of it (`access_denied`).
+        """
+        # Its expiry is checked below, once the request can be named in the refusal.
         claims = _claims(
-            self._secrets, value, ROLE_OAUTH_REQUEST, "authorization request", now, INVALID_REQUEST
+            self._secrets, value, ROLE_OAUTH_REQUEST, "authorization request", -math.inf, INVALID_REQUEST
         )
-        return AuthorizeRequest(
+        request = AuthorizeRequest(
             claims["cid"],
             claims.get("name"),
             claims["rdr"],
@@ -767,6 +780,10 @@ class AuthorizationServer:
             claims.get("scope"),
             claims["jti"],
         )
+        if now >= claims["exp"]:
+            description = "the authorization request expired: no answer within 10 minutes"
+            raise RequestExpired(description, request, self.denied(request, description))
+        return request
 
     def csrf_token(self, cookie: str, request_id: str) -> str:
         """The consent form's CSRF token: bound to the browser's cookie and to the request (docs/oauth.md)."""

@@ -42,6 +42,7 @@ class ToolSet:
     tools: dict[str, Tool]  # in declared order
     tools_json: bytes  # the JSON array of tools, as the app declared them
     instructions: str | None
+    consent: bool = False  # the app answers `authorize` (docs/protocol.md, Consent)
     # tools_json within each scope agents listed it with, by the scope's key (`scoped_tools_json`).
     scoped: dict[frozenset[str], bytes] = field(default_factory=dict, compare=False, repr=False)
 
@@ -75,7 +76,7 @@ def scoped_tools_json(toolset: ToolSet, scope: ToolScope) -> bytes:
 # Apps of one application declare the same tools: the same register is checked once, and
 # one ToolSet serves every app that sent it, for as long as one of them holds it. With
 # 10,000 idle tabs of one web app, that is most of an idle app's memory.
-_SHARED: WeakValueDictionary[tuple[bytes, str | None, int], ToolSet] = WeakValueDictionary()
+_SHARED: WeakValueDictionary[tuple[bytes, str | None, int, bool], ToolSet] = WeakValueDictionary()
 
 
 def _problem(index: int, name: Any, problem: str) -> RegisterError:
@@ -95,18 +96,32 @@ def _problem(index: int, name: Any, problem: str) -> RegisterError:
     return RegisterError(f"{head}: {problem}")
 
 
+def json_boolean(raw: msgspec.Raw) -> bool | None:
+    """A member kept as Raw read as a JSON boolean; None when it is any other value."""
+    value = bytes(raw)
+    return True if value == b"true" else False if value == b"false" else None
+
+
 def parse_register(
-    tools: msgspec.Raw | msgspec.UnsetType, instructions: msgspec.Raw | msgspec.UnsetType, max_tools: int
+    tools: msgspec.Raw | msgspec.UnsetType,
+    instructions: msgspec.Raw | msgspec.UnsetType,
+    max_tools: int,
+    consent: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET,
 ) -> ToolSet:
-    """The tool set of a register's `tools` and `instructions` (both as sent); raises `RegisterError`."""
+    """The tool set of a register's `tools`, `instructions` and `consent` (each as sent); raises `RegisterError`."""
     text = json_member(instructions)
     if text is msgspec.UNSET:
         text = None
     elif not isinstance(text, str):
         raise RegisterError("register: instructions must be a string")
+    asks = False
+    if consent is not msgspec.UNSET:
+        asks = json_boolean(consent)
+        if asks is None:
+            raise RegisterError("register: consent must be true or false")
     if tools is msgspec.UNSET:
         raise RegisterError("register: tools is missing")
-    key = (bytes(tools), text, max_tools)
+    key = (bytes(tools), text, max_tools, asks)
     shared = _SHARED.get(key)
     if shared is not None:
         return shared
@@ -152,5 +167,5 @@ def parse_register(
     # Every tool was checked, so every element of the array is in the set: the bytes the app
     # sent are kept once, as the array tools/list answers with.
     tools_json = b"[" + b",".join(raw_tools) + b"]"
-    toolset = _SHARED[key] = ToolSet(declared, tools_json, text)
+    toolset = _SHARED[key] = ToolSet(declared, tools_json, text, asks)
     return toolset

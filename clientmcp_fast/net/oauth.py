@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import time
 from typing import TYPE_CHECKING
 
 from clientmcp_fast._pure.routing import origin_form
 from clientmcp_fast.core import jsonrpc
 from clientmcp_fast.core.agent_checks import cors_headers, origin_allowed
+from clientmcp_fast.core.consent import ENDED, MAX_ATTEMPTS, Consent, new_code
 from clientmcp_fast.core.http import (
     AUTHORIZATION,
     JSON_ONLY,
@@ -34,11 +36,19 @@ from clientmcp_fast.core.oauth import (
     AuthorizeRefusal,
     AuthorizeRequest,
     OAuthError,
+    RequestExpired,
     parse_parameters,
     redirect_origin,
 )
 from clientmcp_fast.core.oauth import INVALID_REQUEST as OAUTH_INVALID_REQUEST
-from clientmcp_fast.core.oauth_pages import cookie_value, notice_page, page_headers
+from clientmcp_fast.core.oauth_pages import (
+    consent_page,
+    cookie_header,
+    cookie_value,
+    form_source,
+    notice_page,
+    page_headers,
+)
 from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, ROLE_AGENT, TokenError
 
 if TYPE_CHECKING:
@@ -51,6 +61,9 @@ INVALID_TOKEN = "invalid_token"
 REFUSAL_LINE_EVERY_SECONDS = 10.0
 # The audience of each access token seen on a resource, as the verifier's cache keeps its grant.
 _AUDIENCE_ENTRIES = 10_000
+# How long a right code's form waits for the app's answer before the page asks to try again.
+FORM_WAITS_SECONDS = 30.0
+_COOKIE = re.compile(r"[A-Za-z0-9_-]{22}")  # the value new_cookie gives
 
 _NO_STORE = ((b"cache-control", b"no-store"), (b"pragma", b"no-cache"))
 # Browser-based clients read the metadata and call the registration and token endpoints from
@@ -98,6 +111,7 @@ class OAuthEndpoints:
         self.secure = public_url.startswith("https://")
         self.refusals: dict[tuple[str, str], int] = {}  # by endpoint and error
         self.clients_registered = 0
+        self.codes_issued = 0  # authorization responses with a code: both the app and its person said yes
         self._next_line_at: dict[tuple[str, str], float] = {}
         self._not_logged: dict[tuple[str, str], int] = {}
         self._audiences: dict[bytes, object] = {}
@@ -242,17 +256,81 @@ class OAuthEndpoints:
             else:
                 exchange.respond(302, [(b"location", refusal.redirect.encode("ascii")), *_NO_STORE], b"")
             return
-        self._cannot_consent(exchange, pending, now)
+        self._consent_page(exchange, pending, now)
+
+    def _consent_page(self, exchange: Exchange, request: AuthorizeRequest, now: float) -> None:
+        """Ask the app and show the page: the app is sent `authorize` with the code the person types here."""
+        app_id = request.app_id
+        app = self.server.bridge.apps.get(app_id)
+        if exchange.request.method == b"HEAD":
+            # A HEAD shows nothing to anyone: no app is asked for it.
+            exchange.respond(200, page_headers(), b"")
+            return
+        if app is None:
+            self._cannot_consent(exchange, request, "it is not connected to this bridge", now)
+            return
+        signed = self.authorization.pending(request, time.time())  # gives the request its id
+        consents = self.server.bridge.consents
+        consent = consents.open(request, app, new_code(os.urandom), now)
+        if consent is None:
+            self.refused("authorize", ACCESS_DENIED, "too many requests wait for the app", now, app=app_id)
+            back = self.authorization.denied(request, "too many requests wait for the app's answer")
+            self._page(
+                exchange,
+                429,
+                f"{app_id} has too many requests waiting",
+                f"{consents.max_per_app} requests wait for {app_id}'s answer already. Answer or let them "
+                "end (10 minutes), then start again from the client.",
+                (back, f"Return to {redirect_origin(request.redirect_uri)}"),
+            )
+            return
+        origin = redirect_origin(request.redirect_uri)
+        problem = app.ask_consent(request.id, request.client_name, origin, consent.code)
+        if problem is not None:
+            consents.end(consent)
+            self._cannot_consent(exchange, request, problem, now)
+            return
+        cookie = cookie_value(exchange.request.headers.get(b"cookie"), self.secure)
+        if cookie is None or _COOKIE.fullmatch(cookie) is None:
+            cookie = self.authorization.new_cookie()
+        self._show(exchange, 200, request, signed, cookie, None)
+
+    def _show(
+        self,
+        exchange: Exchange,
+        status: int,
+        request: AuthorizeRequest,
+        signed: str,
+        cookie: str,
+        problem: str | None,
+    ) -> None:
+        origin = redirect_origin(request.redirect_uri)
+        headers = [*page_headers(form_source(origin)), cookie_header(cookie, self.secure)]
+        body = consent_page(
+            action=self.authorization.authorization_endpoint,
+            app_id=request.app_id,
+            client_name=request.client_name,
+            redirect_origin=origin,
+            request=signed,
+            csrf=self.authorization.csrf_token(cookie, request.id),
+            problem=problem,
+        )
+        exchange.respond(status, headers, body)
 
     def _consent_form(self, exchange: Exchange, now: float) -> None:
         """The consent page's form came back: its request, its CSRF token, the code typed."""
         request = exchange.request
         origin = request.header(ORIGIN)
+        expired: RequestExpired | None = None
         try:
             if _media_type(request.header(CONTENT_TYPE)) != _FORM or request.body is None:
                 raise OAuthError(OAUTH_INVALID_REQUEST, "the consent form was not sent as a form")
             form = parse_parameters(request.body, "form")
-            pending = self.authorization.read_pending(form.get("request", ""), time.time())
+            signed = form.get("request", "")
+            try:
+                pending = self.authorization.read_pending(signed, time.time())
+            except RequestExpired as refusal:
+                expired, pending = refusal, refusal.request
         except OAuthError as error:
             self.refused("authorize", error.error, error.description, now)
             self._page(
@@ -277,20 +355,116 @@ class OAuthEndpoints:
                 "The bridge did not serve this form to this browser: start again from the client.",
             )
             return
-        self._cannot_consent(exchange, pending, now)
+        assert cookie is not None  # csrf_matches needs one
+        consents = self.server.bridge.consents
+        consent = consents.get(pending.id, now)
+        if expired is not None:
+            if consent is not None:
+                consents.end(consent)
+            self._deny(exchange, pending, expired.description, now)
+            return
+        if consent is None:
+            # Ended already (answered, refused), or shown by another instance or before a restart.
+            self.refused(
+                "authorize", ACCESS_DENIED, "the request is not waiting here", now, app=pending.app_id
+            )
+            back = self.authorization.denied(pending, "the request is no longer waiting for consent")
+            self._page(
+                exchange,
+                400,
+                "This request is no longer waiting",
+                "It was answered or refused already, or this bridge no longer knows it: start again from "
+                "the client.",
+                (back, f"Return to {redirect_origin(pending.redirect_uri)}"),
+            )
+            return
+        if consent.allow is False:
+            consents.end(consent)
+            self._deny(exchange, pending, f"the user of {pending.app_id} refused", now)
+            return
+        if not consent.code_is(form.get("code", "")):
+            if consent.wrong_code() == ENDED:
+                consents.end(consent)
+                self._deny(exchange, pending, f"a wrong code was typed {MAX_ATTEMPTS} times", now)
+                return
+            left = MAX_ATTEMPTS - consent.attempts
+            problem = f"That is not the code {pending.app_id} shows: {left} attempt{'s' * (left > 1)} left."
+            self._show(exchange, 400, pending, signed, cookie, problem)
+            return
+        if consent.allow:
+            consents.end(consent)
+            self._grant(exchange, pending)
+            return
+        if self.server.bridge.apps.get(pending.app_id) is not consent.app:
+            consents.end(consent)
+            self._deny(exchange, pending, f"{pending.app_id} went away before it answered", now)
+            return
+        self._wait_for_app(exchange, consent, signed, cookie, now)
 
-    def _cannot_consent(self, exchange: Exchange, pending: AuthorizeRequest, now: float) -> None:
-        """The app cannot be asked (docs/oauth.md, What is left): say so, and offer the way back."""
+    def _wait_for_app(
+        self, exchange: Exchange, consent: Consent, signed: str, cookie: str, now: float
+    ) -> None:
+        """The code is right and the app has not answered: the form's answer waits for it, a while."""
+        loop = self.server.loop
+        pending = consent.request
+
+        def answered(consent: Consent) -> None:
+            timer.cancel()
+            exchange.on_abandon = None
+            self.server.bridge.consents.end(consent)
+            if consent.allow:
+                self._grant(exchange, pending)
+            else:
+                self._deny(
+                    exchange, pending, f"the user of {pending.app_id} refused", self.server.loop.time()
+                )
+
+        def waited() -> None:
+            # A form sent again meanwhile waits in this one's place: this one is answered anyway.
+            if consent.waiter is answered:
+                consent.waiter = None
+            exchange.on_abandon = None
+            problem = (
+                f"The code is right. {pending.app_id} has not answered yet: allow the request there, then "
+                "type the code again."
+            )
+            self._show(exchange, 200, pending, signed, cookie, problem)
+
+        def abandoned(now: float) -> None:
+            timer.cancel()
+            if consent.waiter is answered:
+                consent.waiter = None
+
+        consent.waiter = answered
+        exchange.on_abandon = abandoned
+        timer = loop.call_later(FORM_WAITS_SECONDS, waited)
+
+    def _grant(self, exchange: Exchange, pending: AuthorizeRequest) -> None:
+        """Both said yes: the code for the client, by the redirect of RFC 6749 §4.1.2 with `state` and `iss`."""
+        tables = self.server.verifier.generations
+        gen = tables[ROLE_AGENT].get(pending.app_id, 0) if tables is not None else 0
+        code = self.authorization.issue_code(pending, time.time(), gen)
+        self.codes_issued += 1
+        location = self.authorization.authorization_response(pending, code)
+        exchange.respond(303, [(b"location", location.encode("ascii")), *page_headers()], b"")
+
+    def _deny(self, exchange: Exchange, pending: AuthorizeRequest, reason: str, now: float) -> None:
+        """The request ended without consent: its client hears `access_denied`, with `state` and `iss`."""
+        self.refused("authorize", ACCESS_DENIED, reason, now, app=pending.app_id)
+        location = self.authorization.denied(pending, reason)
+        exchange.respond(303, [(b"location", location.encode("ascii")), *page_headers()], b"")
+
+    def _cannot_consent(self, exchange: Exchange, pending: AuthorizeRequest, why: str, now: float) -> None:
+        """The app cannot be asked: say so, and offer the way back (docs/oauth.md)."""
         self.refused(
-            "authorize", ACCESS_DENIED, "the app does not take consent requests", now, app=pending.app_id
+            "authorize", ACCESS_DENIED, "the app cannot be asked for consent", now, app=pending.app_id
         )
         back = self.authorization.denied(pending, "the app cannot be asked for consent")
         self._page(
             exchange,
             403,
             f"{pending.app_id} cannot be asked",
-            f"{pending.app_id} cannot be authorized this way: it is not connected, or it does not ask its "
-            "user for consent. Only its user can let a client in.",
+            f"{pending.app_id} cannot be authorized this way: {why}. Only its user can let a client in.",
             (back, f"Return to {redirect_origin(pending.redirect_uri)}"),
         )
 

@@ -108,6 +108,8 @@ export interface ClientMCPOptions {
   token: Token;
   /** Sent with every register; agents get it as the server's instructions. */
   instructions?: string;
+  /** Answers an OAuth client's request to use this app; set, the app registers `consent` (docs/oauth.md). */
+  onAuthorize?: AuthorizeHandler | null;
   /** Milliseconds without sending after which a ping goes (25000). */
   pingInterval?: number;
   /** Milliseconds after a ping with nothing heard before the link counts as dead (10000). */
@@ -123,6 +125,20 @@ export interface ClientMCPOptions {
   /** The WebSocket class (globalThis.WebSocket). */
   WebSocket?: WebSocketClass;
 }
+
+/** An OAuth client asks to use this app's tools (the bridge's `authorize`): show it to the user, with the code. */
+export interface AuthorizeRequest {
+  /** The request's id, as the bridge sent it. */
+  id: string;
+  /** The name the client registered, which it chooses itself (null if it gave none): show the origin too. */
+  clientName: string | null;
+  /** Where the client gets its answer: `https://host`, `http://127.0.0.1:PORT`, `cursor:`. */
+  clientOrigin: string;
+  /** The 8 characters the user types into the bridge's consent page. */
+  code: string;
+}
+/** True allows the request; false, a throw or a rejection denies it. */
+export type AuthorizeHandler = (request: AuthorizeRequest) => boolean | Promise<boolean>;
 
 /** What a handler gets beside the arguments. */
 export interface CallContext {
@@ -209,6 +225,8 @@ export declare class ClientMCP extends EventTarget {
   readonly attempts: number;
   /** Called with every `statechange` event, as a listener of it would be. */
   onstatechange: ((event: StateChangeEvent) => void) | null;
+  /** Answers OAuth clients' requests (`authorize`); setting or clearing it while online registers again. */
+  onAuthorize: AuthorizeHandler | null;
 
   /** Declare (or replace) a tool; while connected the whole new set is registered at once. */
   expose<Args = any>(name: string, tool: ToolOptions<Args>): this;

@@ -129,6 +129,8 @@ export class ClientMCP extends EventTarget {
    * @param {string | (() => string | Promise<string>)} options.token a client token, or a function
    *   called before every connection attempt (ClientMCP v1 §7: short-lived tokens from a backend)
    * @param {string} [options.instructions] sent with every register
+   * @param {(request: AuthorizeRequest) => boolean | Promise<boolean>} [options.onAuthorize] answers an OAuth
+   *   client's request to use this app (docs/oauth.md): true allows; set, the app registers `consent`
    * @param {number} [options.pingInterval] ms without sending after which a ping goes (25000)
    * @param {number} [options.pongTimeout] ms after a ping with nothing heard: the link is dead (10000)
    * @param {boolean} [options.reconnect] reconnect after a connection ends or an attempt fails (true)
@@ -142,6 +144,7 @@ export class ClientMCP extends EventTarget {
     url,
     token,
     instructions,
+    onAuthorize = null,
     pingInterval = 25000,
     pongTimeout = 10000,
     reconnect = true,
@@ -181,6 +184,23 @@ export class ClientMCP extends EventTarget {
     this._delay = backoff[0];
     this._waiters = []; // connect() calls waiting for the first registered
     this._run = 0; // counts connect() calls that started attempts: an attempt of an older one stops
+    this._onAuthorize = onAuthorize;
+  }
+
+  /**
+   * Who answers an OAuth client's request (`authorize`, docs/oauth.md): called with
+   * `{ id, clientName, clientOrigin, code }`, it shows them to the user and returns (or resolves
+   * to) true to allow. While one is set, every register declares `consent`.
+   */
+  get onAuthorize() {
+    return this._onAuthorize;
+  }
+
+  set onAuthorize(handler) {
+    if (handler !== null && handler !== undefined && typeof handler !== "function") throw new TypeError("onAuthorize must be a function or null");
+    const declared = typeof this._onAuthorize === "function";
+    this._onAuthorize = handler ?? null;
+    if (declared !== (typeof this._onAuthorize === "function")) this._registerIfConnected();
   }
 
   // -- declaring tools ---------------------------------------------------------------------
@@ -216,6 +236,7 @@ export class ClientMCP extends EventTarget {
   registerMessage() {
     const message = { type: "register", tools: [...this.tools.values()].map((tool) => tool.definition) };
     if (this.instructions !== undefined && this.instructions !== null) message.instructions = this.instructions;
+    if (typeof this._onAuthorize === "function") message.consent = true;
     return JSON.stringify(message);
   }
 
@@ -490,7 +511,30 @@ export class ClientMCP extends EventTarget {
         this.callsCancelled += 1;
         call.abort(new Error("the call was cancelled"));
       }
+    } else if (message.type === "authorize" && typeof message.id === "string") {
+      this._consent(conn, message);
     } // pong, and types unknown to v1: nothing to do (ClientMCP v1 §3.2)
+  }
+
+  /** Ask `onAuthorize` about an OAuth client's request and answer `consent`; no handler or a throw denies. */
+  async _consent(conn, message) {
+    const client = message.client !== null && typeof message.client === "object" ? message.client : {};
+    const request = {
+      id: message.id,
+      clientName: typeof client.name === "string" ? client.name : null,
+      clientOrigin: typeof client.uri === "string" ? client.uri : "",
+      code: typeof message.code === "string" ? message.code : "",
+    };
+    let allow = false;
+    const handler = this._onAuthorize;
+    if (typeof handler === "function") {
+      try {
+        allow = (await handler(request)) === true;
+      } catch {
+        allow = false; // a handler that fails lets no one in
+      }
+    }
+    this._send(conn, JSON.stringify({ type: "consent", id: message.id, allow }));
   }
 
   async _answer(conn, id, name, args) {

@@ -375,7 +375,7 @@ def test_malformed_messages_close_4400(payload, reason):
     assert_closed(link, 4400, reason)
 
 
-@pytest.mark.parametrize("kind", ["registered", "call", "cancel", "pong"])
+@pytest.mark.parametrize("kind", ["registered", "call", "cancel", "pong", "authorize"])
 def test_bridge_to_client_types_sent_by_an_app_close_4400(kind):
     bridge = make_bridge()
     channel, link = connect(bridge)
@@ -558,3 +558,99 @@ def test_a_channel_is_created_counting_its_connection():
     bridge = make_bridge()
     AppChannel(bridge, RecordingLink(), NOW)
     assert bridge.app_connections == 1
+
+
+# -- consent (docs/oauth.md, docs/protocol.md): authorize to the app, consent back ---------------
+
+
+class AnyRequest:
+    """Stands in for an authorization request: what ConsentRequests reads of it."""
+
+    def __init__(self, request_id: str, app_id: str = "alice-wallet") -> None:
+        self.id = request_id
+        self.app_id = app_id
+
+
+def test_an_app_that_registered_consent_is_sent_authorize():
+    bridge = make_bridge()
+    channel, link = connect(bridge)
+    register(channel, tool("t"), consent=True)
+    assert channel.toolset.consent is True
+    link.new_frames()
+    assert channel.ask_consent("req-1", "Claude", "https://claude.ai", "ABCD2345") is None
+    [(opcode, payload)] = link.new_frames()
+    assert opcode == Op.TEXT and json.loads(payload) == {
+        "type": "authorize",
+        "id": "req-1",
+        "client": {"name": "Claude", "uri": "https://claude.ai"},
+        "code": "ABCD2345",
+    }
+    channel.ask_consent("req-2", None, "cursor:", "ABCD2345")
+    assert json.loads(link.new_frames()[0][1])["client"] == {"uri": "cursor:"}
+
+
+@pytest.mark.parametrize("members", [{}, {"consent": False}], ids=["v1 register", "consent false"])
+def test_an_app_without_consent_is_never_sent_authorize(members):
+    bridge = make_bridge()
+    channel, link = connect(bridge)
+    assert channel.ask_consent("req-1", "Claude", "https://claude.ai", "ABCD2345") == (
+        "the app does not ask its user for consent (it did not register with consent: true)"
+    )  # not registered at all
+    register(channel, tool("t"), **members)
+    link.new_frames()
+    assert channel.ask_consent("req-1", "Claude", "https://claude.ai", "ABCD2345") is not None
+    assert link.new_frames() == []
+
+
+def test_a_consent_reaches_its_request_and_an_unknown_id_is_ignored():
+    bridge = make_bridge()
+    channel, link = connect(bridge)
+    register(channel, tool("t"), consent=True)
+    consent = bridge.consents.open(AnyRequest("req-1"), channel, "ABCD2345", NOW)
+    send(channel, {"type": "consent", "id": "other", "allow": True})
+    assert consent.allow is None and is_open(channel)
+    send(channel, {"type": "consent", "id": "req-1", "allow": False})
+    assert consent.allow is False
+    send(channel, {"type": "consent", "id": "req-1", "allow": True})  # a second answer changes nothing
+    assert consent.allow is False and is_open(channel)
+    assert bridge.consents.answers == {"allow": 0, "deny": 1}
+
+
+def test_a_consent_from_another_connection_is_ignored():
+    bridge = make_bridge()
+    asked, _ = connect(bridge, "alice-wallet")
+    register(asked, tool("t"), consent=True)
+    other, _ = connect(bridge, "bob-wallet")
+    consent = bridge.consents.open(AnyRequest("req-1"), asked, "ABCD2345", NOW)
+    send(other, {"type": "consent", "id": "req-1", "allow": True})
+    assert consent.allow is None
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        ({"type": "consent", "allow": True}, "consent: id must be the authorize message's id, a string"),
+        (
+            {"type": "consent", "id": 7, "allow": True},
+            "consent: id must be the authorize message's id, a string",
+        ),
+        ({"type": "consent", "id": "req-1"}, "consent: allow must be true or false"),
+        ({"type": "consent", "id": "req-1", "allow": "yes"}, "consent: allow must be true or false"),
+        ({"type": "consent", "id": "req-1", "allow": 1}, "consent: allow must be true or false"),
+        ({"type": "consent", "id": "req-1", "allow": None}, "consent: allow must be true or false"),
+    ],
+    ids=["no id", "number id", "no allow", "string allow", "number allow", "null allow"],
+)
+def test_a_malformed_consent_closes_4400(message, reason):
+    bridge = make_bridge()
+    channel, link = connect(bridge)
+    send(channel, message)
+    assert_closed(link, 4400, reason)
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None, [True]])
+def test_a_register_with_consent_not_a_boolean_closes_4400(value):
+    bridge = make_bridge()
+    channel, link = connect(bridge)
+    register(channel, tool("t"), consent=value)
+    assert_closed(link, 4400, "register: consent must be true or false")

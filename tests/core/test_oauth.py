@@ -512,10 +512,13 @@ def test_a_pending_request_comes_back_as_it_was_signed(server, client_id):
 
 def test_a_pending_request_expired_or_forged_is_refused(server, client_id):
     value = server.pending(server.authorize_request(authorize_query(client_id)), NOW)
-    assert (
-        refusal(server.read_pending, value, NOW + REQUEST_SECONDS).description
-        == "the authorization request expired"
+    expired = refusal(server.read_pending, value, NOW + REQUEST_SECONDS)
+    # Still this bridge's request: its client hears access_denied, with state and iss.
+    assert (expired.error, expired.description) == (
+        "access_denied",
+        "the authorization request expired: no answer within 10 minutes",
     )
+    assert expired.request.app_id == APP and expired.redirect.startswith(REDIRECT + "?error=access_denied&")
     foreign = AuthorizationServer(ISSUER, (OTHER_SECRET,), OTHER_SECRET, counting_random())
     forged = foreign.pending(server.authorize_request(authorize_query(client_id)), NOW)
     for bad in (forged, mint(SECRET, ROLE_AGENT, APP, 3600, NOW), code_for(server, client_id)):

@@ -110,9 +110,11 @@ async def online_app(
     *,
     instructions: str | None = None,
     schemas: dict[str, dict[str, Any]] | None = None,
+    on_authorize: Any = None,
 ) -> AsyncIterator[ClientMCP]:
     """An app connected and registered with `tools` (name -> handler), closed on exit."""
     app = app_for(bridge, client_id, instructions)
+    app.on_authorize = on_authorize
     for name, handler in tools.items():
         app.expose(name, handler, input_schema=(schemas or {}).get(name))
     async with app:

@@ -511,3 +511,93 @@ async def test_the_outcome_members_are_not_free_for_the_apps_data(make, member):
     """status, operation and reason belong to the outcome: data under those names is refused, not merged."""
     with pytest.raises(ValueError, match=f"^{member}: a member of the outcome itself"):
         make()
+
+
+# -- on_authorize: the app's side of OAuth consent (docs/oauth.md) ------------------------------
+
+
+class _ConsentPage:
+    """An OAuth client and its person, by hand: registers, opens the consent page, types a code."""
+
+    REDIRECT = "http://127.0.0.1:33418/callback"
+
+    def __init__(self, bridge, http: httpx2.AsyncClient) -> None:
+        self.bridge = bridge
+        self.http = http
+        self.url = bridge.http_url
+
+    async def open(self, client_id: str = "lib") -> None:
+        registered = await self.http.post(
+            "/oauth/register", json={"redirect_uris": [self.REDIRECT], "client_name": "Lib host"}
+        )
+        query = {
+            "response_type": "code",
+            "client_id": registered.json()["client_id"],
+            "redirect_uri": self.REDIRECT,
+            "state": "s",
+            "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+            "code_challenge_method": "S256",
+            "resource": f"{self.url}/apps/{client_id}/mcp",
+        }
+        self.page = await self.http.get("/oauth/authorize", params=query)
+        self.cookie = self.page.headers["set-cookie"].split(";", 1)[0]
+        self.http.cookies.clear()
+
+    async def type_code(self, code: str) -> dict[str, list[str]]:
+        """The form POSTed with `code`: what the redirect to the client says."""
+        from urllib.parse import parse_qs, urlsplit
+
+        fields = dict(re.findall(r'name="(request|csrf)" value="([^"]*)"', self.page.text))
+        headers = {"cookie": self.cookie, "origin": self.url}
+        response = await self.http.post("/oauth/authorize", data={**fields, "code": code}, headers=headers)
+        assert response.status_code == 303, response.text
+        return parse_qs(urlsplit(response.headers["location"]).query)
+
+
+@pytest.fixture
+def oauth_bridge(start_bridge):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return start_bridge(port=port, oauth=True, public_url=f"http://127.0.0.1:{port}")
+
+
+async def test_on_authorize_answers_the_bridges_authorize_with_consent(oauth_bridge):
+    """Set, every register declares consent; the handler gets who asks and the code, and its answer is sent."""
+    asked: list[client_module.AuthorizeRequest] = []
+    answers = iter([True, False])
+
+    def decide(request: client_module.AuthorizeRequest) -> bool:  # a plain function will do
+        asked.append(request)
+        return next(answers)
+
+    app = _app(oauth_bridge)
+    assert "consent" not in json.loads(app.register_message())
+    async with app, httpx2.AsyncClient(base_url=oauth_bridge.http_url, timeout=10) as http:
+        app.on_authorize = decide  # while online: the library registers again, with consent
+        assert json.loads(app.register_message())["consent"] is True
+        await _wait(lambda: oauth_bridge.call(lambda server: server.bridge.apps["lib"].toolset.consent))
+        page = _ConsentPage(oauth_bridge, http)
+        await page.open()
+        await _wait(lambda: oauth_bridge.call(lambda server: server.bridge.consents.answers["allow"] == 1))
+        request = asked[-1]
+        assert (request.client_name, request.client_origin) == ("Lib host", "http://127.0.0.1:33418")
+        assert set(await page.type_code(request.code)) == {"code", "state", "iss"}
+        await page.open()
+        await _wait(lambda: oauth_bridge.call(lambda server: server.bridge.consents.answers["deny"] == 1))
+        assert (await page.type_code(asked[-1].code))["error"] == ["access_denied"]
+        app.on_authorize = None  # cleared: registered again without consent
+        await _wait(lambda: oauth_bridge.call(lambda server: not server.bridge.apps["lib"].toolset.consent))
+
+
+async def test_an_on_authorize_that_fails_denies(oauth_bridge, client_log):
+    async def broken(request: client_module.AuthorizeRequest) -> bool:
+        raise RuntimeError("no screen to ask on")
+
+    async with (
+        _app(oauth_bridge, on_authorize=broken),
+        httpx2.AsyncClient(base_url=oauth_bridge.http_url, timeout=10) as http,
+    ):
+        await _ConsentPage(oauth_bridge, http).open()
+        await _wait(lambda: oauth_bridge.call(lambda server: server.bridge.consents.answers["deny"] == 1))
+    assert any("on_authorize failed" in message for message in client_log.messages(logging.ERROR))

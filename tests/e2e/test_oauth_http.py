@@ -9,8 +9,11 @@ shows: `/.well-known/` is 404 and a 401 names no metadata.
 
 from __future__ import annotations
 
+import asyncio
+import html
 import json
 import os
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -26,6 +29,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
+from clientmcp_fast.core.consent import CODE_ALPHABET, MAX_REQUESTS_PER_APP
 from clientmcp_fast.core.oauth import CODE_SECONDS, REQUEST_SECONDS, AuthorizationServer
 from clientmcp_fast.core.oauth_pages import CONSENT_COOKIE
 from clientmcp_fast.core.tokens import ROLE_AGENT, mint
@@ -498,8 +502,8 @@ def test_a_refused_authorization_request_is_redirected_with_error_state_and_iss(
     assert answer["error"] == [error] and answer["state"] == ["st-1"] and answer["iss"] == [oauth.url]
 
 
-def test_a_valid_request_is_told_the_app_cannot_be_asked_yet(oauth):
-    """No app declares `consent` yet: the page says so and offers the way back with access_denied."""
+def test_a_valid_request_for_an_app_not_connected_is_told_it_cannot_be_asked(oauth):
+    """The page says so and offers the way back with access_denied."""
     client_id = oauth.register()
     response = oauth.http.get("/oauth/authorize", params=oauth.authorize_query(client_id))
     assert_page(response, 403, "todo-app cannot be authorized this way", "Return to http://127.0.0.1:33418")
@@ -537,9 +541,35 @@ def test_the_consent_form_without_its_csrf_token_or_cookie_is_refused(oauth):
         response = oauth.http.post("/oauth/authorize", data=data, headers=headers)
         assert_page(response, 403, "This form was not sent from its page")
     assert oauth.refusals() == {("authorize", "invalid_request"): len(cases)}
-    # With its token and cookie the form goes on, to the app (which cannot be asked yet).
+    # With its token and cookie the form goes on: to a request this instance never showed.
     response = oauth.http.post("/oauth/authorize", data=form, headers={**cookie, "origin": oauth.url})
-    assert_page(response, 403, "todo-app cannot be authorized this way")
+    assert_page(response, 400, "This request is no longer waiting")
+
+
+@pytest.mark.anyio
+async def test_the_real_page_posted_without_its_csrf_token_or_cookie_is_refused(oauth):
+    """A forged form never reaches the code: no attempt is counted, and the real form then goes through."""
+    client_id = oauth.register()
+    person = Person(oauth)
+    async with online_app(oauth.bridge, APP, {"echo": echo}, on_authorize=UserOfTheApp()) as app:
+        await person.open(authorize_url(oauth, client_id))
+        code = await app.on_authorize.code()
+        fields = person.fields()
+        for headers in (
+            {"cookie": f"{CONSENT_COOKIE}={person.cookie}"},  # the token missing below
+            {},  # no cookie
+            {"cookie": f"{CONSENT_COOKIE}=another-browser"},
+            {"cookie": f"{CONSENT_COOKIE}={person.cookie}", "origin": "https://evil.example"},
+        ):
+            data = {**fields, "code": code}
+            if "origin" not in headers and headers.get("cookie", "").endswith(str(person.cookie)):
+                data["csrf"] = ""
+            for _ in range(6):  # more than the attempts a code has
+                response = await person.http.post(f"{oauth.url}/oauth/authorize", data=data, headers=headers)
+                assert_page(response, 403, "This form was not sent from its page")
+        assert set(answer_of(await person.type_code(code))) == {"code", "state", "iss"}
+    await person.http.aclose()
+    assert oauth.refusals() == {("authorize", "invalid_request"): 24}
 
 
 def test_a_consent_form_whose_request_expired_or_was_forged_is_refused(oauth):
@@ -547,7 +577,8 @@ def test_a_consent_form_whose_request_expired_or_was_forged_is_refused(oauth):
     expired = consent_form(oauth, client_id, now=time.time() - REQUEST_SECONDS - 1)
     cookie = {"cookie": f"{CONSENT_COOKIE}=cookie-1"}
     response = oauth.http.post("/oauth/authorize", data=expired, headers=cookie)
-    assert_page(response, 400, "the authorization request expired: start again from the client.")
+    # 10 minutes without an answer: the client hears access_denied.
+    denied(response, oauth, "the authorization request expired: no answer within 10 minutes")
     forged = {**expired, "request": make_token("agent", APP)}
     response = oauth.http.post("/oauth/authorize", data=forged, headers=cookie)
     assert_page(response, 400, "the authorization request is not one this bridge issued")
@@ -627,30 +658,116 @@ class MemoryStorage:
         self.client_info = client_info
 
 
+class Person:
+    """The person at the browser: opens the consent page, reads it, types the code their app shows."""
+
+    def __init__(self, oauth: OAuthBridge) -> None:
+        self.oauth = oauth
+        self.http = httpx2.AsyncClient(timeout=WAIT, follow_redirects=False)
+        self.cookie: str | None = None
+        self.page: httpx2.Response | None = None
+
+    async def open(self, url: str) -> httpx2.Response:
+        """GET the authorization URL, as the browser the client opened does."""
+        headers = {"cookie": f"{CONSENT_COOKIE}={self.cookie}"} if self.cookie else {}
+        self.page = response = await self.http.get(url, headers=headers)
+        self.http.cookies.clear()  # the test says which cookie each request carries
+        cookie = response.headers.get("set-cookie")
+        if cookie is not None:
+            self.cookie = cookie.split(";", 1)[0].split("=", 1)[1]
+        return response
+
+    def fields(self) -> dict[str, str]:
+        """The hidden fields of the page's form."""
+        assert self.page is not None
+        text = self.page.text
+        return {
+            name: html.unescape(re.search(f'name="{name}" value="([^"]*)"', text).group(1))
+            for name in ("request", "csrf")
+        }
+
+    async def type_code(self, code: str, **change: str) -> httpx2.Response:
+        """POST the form with `code`, from the page's origin and with its cookie."""
+        assert self.page is not None
+        action = html.unescape(re.search('<form method="post" action="([^"]*)"', self.page.text).group(1))
+        form = {**self.fields(), "code": code, **change}
+        headers = {"origin": self.oauth.url, "cookie": f"{CONSENT_COOKIE}={self.cookie}"}
+        response = await self.http.post(action, data=form, headers=headers)
+        if response.status_code != 303:
+            self.page = response
+        return response
+
+
+class UserOfTheApp:
+    """The app's `on_authorize`: records each request, and answers as the test says (allow by default)."""
+
+    def __init__(self, answer: bool | None = True) -> None:
+        self.answer = answer  # None: wait for `decide`
+        self.requests: list[Any] = []
+        self.asked = asyncio.Event()
+        self.decided: asyncio.Future[bool] | None = None
+
+    async def __call__(self, request: Any) -> bool:
+        self.requests.append(request)
+        self.asked.set()
+        if self.answer is not None:
+            return self.answer
+        self.decided = asyncio.get_running_loop().create_future()
+        return await self.decided
+
+    async def code(self) -> str:
+        """The code the app shows, once the bridge asked it."""
+        await asyncio.wait_for(self.asked.wait(), WAIT)
+        self.asked.clear()
+        return self.requests[-1].code
+
+
+def answer_of(response: httpx2.Response) -> dict[str, list[str]]:
+    """The parameters of the redirect to the client that ends an authorization request."""
+    assert response.status_code == 303, response.text
+    assert response.headers["cache-control"] == "no-store"
+    location = response.headers["location"]
+    assert location.startswith(REDIRECT + "?"), location
+    return parse_qs(urlsplit(location).query)
+
+
+def denied(response: httpx2.Response, oauth: OAuthBridge, description: str) -> None:
+    assert answer_of(response) == {
+        "error": ["access_denied"],
+        "error_description": [description],
+        "state": ["st-1"],
+        "iss": [oauth.url],
+    }
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", MODERN])
-async def test_the_sdk_oauth_client_discovers_registers_gets_a_token_and_refreshes(oauth, mode):
-    """`mcp.client.auth.OAuthClientProvider` from its first 401 to a refresh, the consent played by the test.
+async def test_the_sdk_oauth_client_through_the_page_and_the_apps_consent(oauth, mode):
+    """`mcp.client.auth.OAuthClientProvider` from its first 401 to a refresh, through the real consent step.
 
-    The test stands in for the consent step (the page, the app): it reads the authorization
-    URL the SDK opens, and answers with a code issued for exactly that request, with `iss`.
+    The test plays the person: it opens the URL the SDK hands its browser, reads the page,
+    and types the code the app (a `clientmcp_fast.client` app with `on_authorize`) was sent.
     """
     from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
-    redirected: list[str] = []
+    user = UserOfTheApp()
+    person = Person(oauth)
+    redirected: list[httpx2.Response] = []
     asked: list[tuple[str, str]] = []
 
     async def open_page(url: str) -> None:
         assert url.startswith(f"{oauth.url}/oauth/authorize?")
-        request = oauth.minter.authorize_request(urlsplit(url).query.encode())
-        assert request.resource == oauth.resource() and request.client_name == "SDK host"
-        redirected.append(
-            oauth.minter.authorization_response(request, oauth.minter.issue_code(request, time.time(), 0))
-        )
+        page = await person.open(url)
+        assert_page(
+            page, 200, "Connect to todo-app?", "<b>SDK host</b> asks to use the tools of <b>todo-app</b>",
+            "returns to <b>http://127.0.0.1:33418</b>",
+        )  # fmt: skip
+        redirected.append(await person.type_code((await user.code()).lower()))
 
     async def come_back() -> AuthorizationCodeResult:
-        answer = parse_qs(urlsplit(redirected[-1]).query)
+        answer = answer_of(redirected[-1])
+        assert set(answer) == {"code", "state", "iss"} and answer["iss"] == [oauth.url]
         return AuthorizationCodeResult(code=answer["code"][0], state=answer["state"][0], iss=answer["iss"][0])
 
     async def record(request: httpx2.Request) -> None:
@@ -664,14 +781,18 @@ async def test_the_sdk_oauth_client_discovers_registers_gets_a_token_and_refresh
         callback_handler=come_back,
     )
     async with (
-        online_app(oauth.bridge, APP, {"echo": echo}),
+        online_app(oauth.bridge, APP, {"echo": echo}, on_authorize=user),
         httpx2.AsyncClient(auth=provider, timeout=WAIT, event_hooks={"request": [record]}) as http,
         Client(streamable_http_client(oauth.resource(), http_client=http), mode=mode) as client,
     ):
         first = await client.call_tool("echo", {"n": 1})
         provider.context.token_expiry_time = time.time() - 1  # as an hour later: the SDK refreshes first
         second = await client.call_tool("echo", {"n": 2})
+    await person.http.aclose()
     assert [json.loads(result.content[0].text) for result in (first, second)] == [{"n": 1}, {"n": 2}]
+    [request] = user.requests
+    assert (request.client_name, request.client_origin) == ("SDK host", "http://127.0.0.1:33418")
+    assert re.fullmatch(f"[{CODE_ALPHABET}]{{8}}", request.code)
     assert len(redirected) == 1
     flow = [step for step in asked if not step[1].startswith("/apps/")]
     assert flow == [
@@ -683,6 +804,127 @@ async def test_the_sdk_oauth_client_discovers_registers_gets_a_token_and_refresh
     ]
     issued = oauth.bridge.call(lambda s: dict(s.oauth.authorization.tokens_issued))
     assert issued == {"authorization_code": 1, "refresh_token": 1}
+    assert oauth.bridge.call(lambda s: (s.oauth.codes_issued, len(s.bridge.consents))) == (1, 0)
+
+
+def authorize_url(oauth: OAuthBridge, client_id: str) -> str:
+    return f"{oauth.url}/oauth/authorize?{urlencode(oauth.authorize_query(client_id))}"
+
+
+@pytest.mark.anyio
+async def test_the_code_and_the_apps_allow_are_both_needed_in_either_order(oauth):
+    """The form with the right code waits for the app's answer; an answer before the form is kept for it."""
+    client_id = oauth.register()
+    user = UserOfTheApp(answer=None)
+    person = Person(oauth)
+    async with online_app(oauth.bridge, APP, {"echo": echo}, on_authorize=user):
+        await person.open(authorize_url(oauth, client_id))
+        code = await user.code()
+        posted = asyncio.ensure_future(person.type_code(code))
+        await asyncio.sleep(0.3)
+        assert not posted.done()  # the code is right: the form waits for the app
+        user.decided.set_result(True)
+        answer = answer_of(await posted)
+        assert set(answer) == {"code", "state", "iss"}
+        assert oauth.exchange(client_id, answer["code"][0]).status_code == 200
+        # The app answers first this time; the form then finds the answer waiting.
+        await person.open(authorize_url(oauth, client_id))
+        code = await user.code()
+        user.decided.set_result(True)
+        await asyncio.sleep(0.3)
+        assert set(answer_of(await person.type_code(code))) == {"code", "state", "iss"}
+    await person.http.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("when", ["before the code", "while the form waits"])
+async def test_consent_denied_by_the_app_ends_the_request(oauth, when):
+    client_id = oauth.register()
+    user = UserOfTheApp(answer=None)
+    person = Person(oauth)
+    async with online_app(oauth.bridge, APP, {"echo": echo}, on_authorize=user):
+        await person.open(authorize_url(oauth, client_id))
+        code = await user.code()
+        if when == "before the code":
+            user.decided.set_result(False)
+            await asyncio.sleep(0.3)
+            response = await person.type_code(code)
+        else:
+            posted = asyncio.ensure_future(person.type_code(code))
+            await asyncio.sleep(0.3)
+            user.decided.set_result(False)
+            response = await posted
+        denied(response, oauth, "the user of todo-app refused")
+        # The request is over: the same form again is told so.
+        again = await person.type_code(code)
+        assert_page(again, 400, "This request is no longer waiting")
+    await person.http.aclose()
+    assert oauth.refusals() == {("authorize", "access_denied"): 2}
+
+
+@pytest.mark.anyio
+async def test_a_wrong_code_five_times_ends_the_request(oauth):
+    client_id = oauth.register()
+    user = UserOfTheApp()
+    person = Person(oauth)
+    async with online_app(oauth.bridge, APP, {"echo": echo}, on_authorize=user):
+        await person.open(authorize_url(oauth, client_id))
+        code = await user.code()
+        wrong = "".join("A" if symbol != "A" else "B" for symbol in code)
+        for left in (4, 3, 2, 1):
+            page = await person.type_code(wrong)
+            assert_page(page, 400, f"That is not the code todo-app shows: {left} attempt")
+        denied(await person.type_code(wrong), oauth, "a wrong code was typed 5 times")
+        # Even the right code cannot revive it.
+        assert_page(await person.type_code(code), 400, "This request is no longer waiting")
+    await person.http.aclose()
+
+
+@pytest.mark.anyio
+async def test_an_app_offline_or_without_consent_gets_a_page_that_says_so(oauth):
+    client_id = oauth.register()
+    person = Person(oauth)
+    page = await person.open(authorize_url(oauth, client_id))
+    assert_page(page, 403, "todo-app cannot be authorized this way: it is not connected to this bridge")
+    async with online_app(oauth.bridge, APP, {"echo": echo}):  # no on_authorize: no consent
+        page = await person.open(authorize_url(oauth, client_id))
+        assert_page(page, 403, "todo-app cannot be authorized this way: the app does not ask its user")
+    await person.http.aclose()
+    back = page.text.split('href="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+    assert parse_qs(urlsplit(back).query) == {
+        "error": ["access_denied"],
+        "error_description": ["the app cannot be asked for consent"],
+        "state": ["st-1"],
+        "iss": [oauth.url],
+    }
+    assert oauth.refusals() == {("authorize", "access_denied"): 2}
+
+
+@pytest.mark.anyio
+async def test_an_app_that_goes_away_before_it_answers_ends_the_request(oauth):
+    client_id = oauth.register()
+    user = UserOfTheApp(answer=None)
+    person = Person(oauth)
+    async with online_app(oauth.bridge, APP, {"echo": echo}, on_authorize=user):
+        await person.open(authorize_url(oauth, client_id))
+        code = await user.code()
+    denied(await person.type_code(code), oauth, "todo-app went away before it answered")
+    await person.http.aclose()
+
+
+@pytest.mark.anyio
+async def test_requests_waiting_for_one_app_are_bounded(oauth):
+    client_id = oauth.register()
+    person = Person(oauth)
+    user = UserOfTheApp(answer=None)
+    async with online_app(oauth.bridge, APP, {"echo": echo}, on_authorize=user):
+        for _ in range(MAX_REQUESTS_PER_APP):
+            assert (await person.open(authorize_url(oauth, client_id))).status_code == 200
+        page = await person.open(authorize_url(oauth, client_id))
+        assert_page(page, 429, "todo-app has too many requests waiting")
+        await asyncio.sleep(0.2)
+        assert len(user.requests) == MAX_REQUESTS_PER_APP  # the one refused was never sent to the app
+    await person.http.aclose()
 
 
 def test_refusals_tokens_and_registrations_are_metrics(start_bridge):

@@ -75,6 +75,70 @@ test("case: a change re-registers the whole set", async () => {
   await mcp.close();
 });
 
+test("case: onAuthorize answers authorize with consent", async () => {
+  // A bridge with OAuth on: the test plays the OAuth client and its person on the consent page.
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const oauth = new Bridge(port, ["--oauth", "on", "--public-url", base]);
+  await oauth.run();
+  try {
+    const id = newId();
+    const asked = [];
+    const answers = [true, false];
+    const mcp = new ClientMCP({ url: oauth.connectUrl, token: oauth.token("client", id), onAuthorize: async (request) => {
+      asked.push(request);
+      return answers.shift();
+    } });
+    mcp.expose("echo", { handler: () => "ok" });
+    assert.equal(JSON.parse(mcp.registerMessage()).consent, true);
+    await mcp.connect();
+    const redirect = "http://127.0.0.1:33418/callback";
+    const registered = await (await fetch(`${base}/oauth/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ redirect_uris: [redirect], client_name: "JS host" }),
+    })).json();
+    const query = new URLSearchParams({
+      response_type: "code",
+      client_id: registered.client_id,
+      redirect_uri: redirect,
+      state: "s",
+      code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+      code_challenge_method: "S256",
+      resource: `${base}/apps/${id}/mcp`,
+    });
+    const consent = async () => {
+      const page = await fetch(`${base}/oauth/authorize?${query}`);
+      assert.equal(page.status, 200);
+      const cookie = page.headers.get("set-cookie").split(";")[0];
+      const text = await page.text();
+      const field = (name) => text.match(new RegExp(`name="${name}" value="([^"]*)"`))[1];
+      const count = asked.length;
+      await waitFor(() => asked.length > count, 5000, "the authorize");
+      const request = asked.at(-1);
+      assert.equal(request.clientName, "JS host");
+      assert.equal(request.clientOrigin, "http://127.0.0.1:33418");
+      assert.match(request.code, /^[A-HJKMNP-Z2-9]{8}$/);
+      await sleep(200); // the consent on its way
+      const form = new URLSearchParams({ request: field("request"), csrf: field("csrf"), code: request.code });
+      const answer = await fetch(`${base}/oauth/authorize`, { method: "POST", body: form, redirect: "manual", headers: { cookie, origin: base } });
+      assert.equal(answer.status, 303);
+      return new URL(answer.headers.get("location")).searchParams;
+    };
+    const allowed = await consent();
+    assert.ok(allowed.get("code") && allowed.get("iss") === base);
+    const denied = await consent();
+    assert.equal(denied.get("error"), "access_denied");
+    // Cleared while online: registered again without consent, and a page then says the app cannot be asked.
+    mcp.onAuthorize = null;
+    assert.equal(JSON.parse(mcp.registerMessage()).consent, undefined);
+    await waitFor(async () => (await fetch(`${base}/oauth/authorize?${query}`)).status === 403, 5000, "the register without consent");
+    await mcp.close();
+  } finally {
+    await oauth.stop();
+  }
+});
+
 test("case: a refused register rejects connect with 4400 and its reason", async () => {
   const id = newId();
   const mcp = new ClientMCP({ url: bridge.connectUrl, token: bridge.token("client", id) });
