@@ -62,7 +62,7 @@ class Call:
         raise NotImplementedError
 
     def ended(self, outcome: int) -> None:
-        """The bridge counted this call's end as `outcome` (core/counters.py), just before telling it."""
+        """The bridge counted this call's end as `outcome` (an Outcome, core/outcomes.py), just before telling it."""
 
 
 class InFlightCalls:

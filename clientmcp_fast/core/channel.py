@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import UNSET
 
-from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.messages import BRIDGE_TYPES, REGISTERED, decode_app_message, loose_app_message
+from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 from clientmcp_fast.core.tokens import ROLE_CLIENT, TokenError
 from clientmcp_fast.core.websocket import (
@@ -141,7 +141,7 @@ class AppChannel(MessageHandler):
 
     def unregistered_text(self) -> str:
         """The tool error for a call before the app's first register."""
-        return outcomes.NOT_REGISTERED
+        return Outcome.NOT_REGISTERED.text
 
     # -- the WebSocket's handler ------------------------------------------------------------
 

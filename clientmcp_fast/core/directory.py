@@ -43,11 +43,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent_legacy import cancel_call
 from clientmcp_fast.core.apps import AppRouter
-from clientmcp_fast.core.counters import TOO_LARGE
 from clientmcp_fast.core.forwarding import Forwarding, RemoteApp, decode_forwarded
+from clientmcp_fast.core.outcomes import Outcome, too_large_between_instances
 from clientmcp_fast.core.wire import (
     MAX_INTEGER,
     WIRE_VERSION,
@@ -268,12 +267,12 @@ class Directory(AppRouter):
 
     def undeliverable(self, subject: str, message: Message, limit: int, now: float) -> None:
         """The bus cannot carry `message` (over `limit` bytes): its call fails with a tool error rather than waiting."""
-        text = outcomes.too_large_between_instances(limit)
+        text = too_large_between_instances(limit)
         if type(message) is ToApp:  # a call for a remote app: it fails here
             call_id = decode_forwarded(message.message).id
-            self.forwarding.answered(Error(message.client_id, call_id, text, TOO_LARGE), now)
+            self.forwarding.answered(Error(message.client_id, call_id, text, Outcome.TOO_LARGE), now)
         elif type(message) is Result:  # an app's answer: the agent's instance gets the error instead
-            self.bus.send(subject, Error(message.client_id, message.call_id, text, TOO_LARGE))
+            self.bus.send(subject, Error(message.client_id, message.call_id, text, Outcome.TOO_LARGE))
         else:
             self.bridge.events.cluster_message_too_large(message.client_id, limit)
 
