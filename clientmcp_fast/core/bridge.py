@@ -98,13 +98,14 @@ class Bridge:
         self.shutting_down = False
         self._wake = wake
         # Idle and congested apps are found by a sweep rather than a timer per app: an idle
-        # app then costs no timer work at all, and a sweep of 10,000 apps is about 1 ms.
+        # app then costs no timer work at all, and a sweep is a short walk of a dict.
         self._sweep_every = max(0.01, min(5.0, min(limits.app_idle_timeout, limits.app_soft_seconds) / 16))
         self._sweep_at: float | None = None
         self._streams_tick_at: float | None = None
         # Client IDs whose tool set changed since the last timer: their streams hear of it once
-        # per turn of the loop, however many registers the turn read (a burst of 50,000 to 64
-        # streams was 3.2 million writes in one turn, stalling every other client for seconds).
+        # per turn of the loop, however many registers the turn read (else a burst of registers
+        # to many streams is a write per register and stream in one turn, stalling every other
+        # client: docs/benchmarks.md, Register bursts).
         self._announcing: set[str] = set()
         # Where apps live beyond this process (core/apps.py): told of each local connection that
         # takes, registers or leaves a client ID, never called per call. A cluster's directory

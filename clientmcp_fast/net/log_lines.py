@@ -42,7 +42,7 @@ def text_value(value: object) -> str:
 
 def seconds_text(seconds: float) -> str:
     """A call's duration in a text line: seconds to the microsecond, six decimals, as `.6f` writes them."""
-    # From whole microseconds: compiled, two C integers' text costs a fifth of a float's format.
+    # From whole microseconds: compiled, two C integers' text is much cheaper than a float's format.
     micros = int(seconds * 1_000_000 + 0.5)
     whole = micros // 1_000_000
     fraction = micros - whole * 1_000_000
