@@ -364,13 +364,19 @@ class Directory(AppRouter):
             self.forwarding.drop(app, now)
         self._promote(client_id, now)
 
-    def _on_beat(self, message: Beat, now: float, age: float) -> None:
-        instance = message.instance
-        if not self.connected or instance == self.instance:
-            return
+    def _from_peer(self, message: Beat | Sync, now: float) -> bool:
+        """Whether a BEAT or SYNC is to be acted on: connected, from another instance, of our wire version."""
+        if not self.connected or message.instance == self.instance:
+            return False
         if message.wire_version != WIRE_VERSION:
-            self._incompatible(instance, message.wire_version, now)
+            self._incompatible(message.instance, message.wire_version, now)
+            return False
+        return True
+
+    def _on_beat(self, message: Beat, now: float, age: float) -> None:
+        if not self._from_peer(message, now):
             return
+        instance = message.instance
         known = instance in self.peers
         self.peers[instance] = now
         if instance in self.silent:
@@ -384,12 +390,9 @@ class Directory(AppRouter):
             self._owe_states(instance, now)
 
     def _on_sync(self, message: Sync, now: float, age: float) -> None:
+        if not self._from_peer(message, now):
+            return
         instance = message.instance
-        if not self.connected or instance == self.instance:
-            return
-        if message.wire_version != WIRE_VERSION:
-            self._incompatible(instance, message.wire_version, now)
-            return
         if message.seq < self.floors.get(instance, 0):
             return  # an older SYNC, delivered after a newer one (docs/scaling.md, Ordering)
         self.peers[instance] = now
