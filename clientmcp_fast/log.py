@@ -22,7 +22,6 @@ logger = logging.getLogger("clientmcp")
 debug_enabled = False
 
 LEVELS = {"error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO, "debug": logging.DEBUG}
-FORMATS = ("text", "json")
 
 
 def _level_name(record: logging.LogRecord) -> str:

@@ -10,7 +10,7 @@ client ID, a tool name or any other value a client or agent chooses.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
@@ -23,7 +23,8 @@ from prometheus_client.core import (
 
 from clientmcp_fast import __version__
 from clientmcp_fast.core.agent_streams import LegacyStream
-from clientmcp_fast.core.counters import DURATION_BUCKETS, ERAS, METHODS, OUTCOMES, REFUSALS
+from clientmcp_fast.core.counters import DURATION_BUCKETS, ERAS, METHODS, REFUSALS
+from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.log import logger
 from clientmcp_fast.net.server import FILES_WARN_EVERY_SECONDS as WARN_EVERY_SECONDS
 from clientmcp_fast.net.server import timeout_sweep_every
@@ -42,6 +43,8 @@ _MAX_HEAD_BYTES = 8192
 # Scrapers are few (a Prometheus or two, an agent of the host, a person with curl): 64 is many
 # times what they need, yet bounds the descriptors the listener can take (docs/limits.md).
 MAX_METRICS_CONNECTIONS = 64
+# The `outcome` label of each call counter, in the order of their counts (indexed by Outcome).
+_OUTCOME_LABELS = tuple(outcome.label for outcome in Outcome)
 # What a connection's deadline is timing: a head (or a new connection's first), or idleness.
 _HEAD, _IDLE = 0, 1
 # The classic text format, which every Prometheus reads (generate_latest writes it, names escaped
@@ -121,20 +124,20 @@ class BridgeCollector:
         yield _counter(
             "clientmcp_calls_started", "tools/call requests sent to an app", counters.calls_started
         )
-        calls = CounterMetricFamily(
-            "clientmcp_calls", "tools/call requests answered, by outcome", labels=["outcome"]
+        yield _counters_by(
+            "clientmcp_calls",
+            "tools/call requests answered, by outcome",
+            "outcome",
+            _OUTCOME_LABELS,
+            counters.outcomes(),
         )
-        for outcome, count in zip(OUTCOMES, counters.outcomes()):
-            calls.add_metric([outcome], count)
-        yield calls
-        refusals = CounterMetricFamily(
+        yield _counters_by(
             "clientmcp_agent_refusals",
             "Agents refused for their token's scope (a hidden tool called), rate or calls in flight",
-            labels=["reason"],
+            "reason",
+            REFUSALS,
+            counters.refusals,
         )
-        for reason, count in zip(REFUSALS, counters.refusals):
-            refusals.add_metric([reason], count)
-        yield refusals
         yield _gauge(
             "clientmcp_calls_in_flight", "Calls sent to an app and not answered yet", len(bridge.calls)
         )
@@ -253,14 +256,13 @@ def _cluster(cluster: NatsCluster, counters: Counters) -> Iterator[object]:
         "1 while this instance is connected to NATS, else 0",
         directory.connected and nc is not None and nc.is_connected,
     )
-    dropped = CounterMetricFamily(
+    yield _counters_by(
         "clientmcp_cluster_messages_dropped",
         "Bus messages not taken, by reason: unsigned, forged, stale, replayed, malformed (docs/scaling.md)",
-        labels=["reason"],
+        "reason",
+        directory.dropped.keys(),
+        directory.dropped.values(),
     )
-    for reason, count in directory.dropped.items():
-        dropped.add_metric([reason], count)
-    yield dropped
     yield _counter(
         "clientmcp_cluster_restarts",
         "Times this instance started over with the others after its own stall (docs/scaling.md)",
@@ -290,22 +292,20 @@ def _cluster(cluster: NatsCluster, counters: Counters) -> Iterator[object]:
         "Times an app held elsewhere was left without its tools here for --max-remote-apps",
         directory.forwarding.not_kept,
     )
-    for name, documentation, counts in (
-        (
-            "clientmcp_cluster_calls_forwarded",
-            "tools/call requests of agents here for apps held by another instance, by outcome",
-            counters.forwarded,
-        ),
-        (
-            "clientmcp_cluster_calls_served",
-            "tools/call requests of agents on another instance run on apps held here, by outcome",
-            counters.served,
-        ),
-    ):
-        family = CounterMetricFamily(name, documentation, labels=["outcome"])
-        for outcome, count in zip(OUTCOMES, counts):
-            family.add_metric([outcome], count)
-        yield family
+    yield _counters_by(
+        "clientmcp_cluster_calls_forwarded",
+        "tools/call requests of agents here for apps held by another instance, by outcome",
+        "outcome",
+        _OUTCOME_LABELS,
+        counters.forwarded,
+    )
+    yield _counters_by(
+        "clientmcp_cluster_calls_served",
+        "tools/call requests of agents on another instance run on apps held here, by outcome",
+        "outcome",
+        _OUTCOME_LABELS,
+        counters.served,
+    )
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
@@ -314,6 +314,16 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
 
 def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
     return CounterMetricFamily(name, documentation, value=value)
+
+
+def _counters_by(
+    name: str, documentation: str, label: str, values: Iterable[str], counts: Iterable[float]
+) -> CounterMetricFamily:
+    """A counter of one label: a sample for each of `values`, counted by `counts` in the same order."""
+    family = CounterMetricFamily(name, documentation, labels=[label])
+    for value, count in zip(values, counts):
+        family.add_metric([value], count)
+    return family
 
 
 def registry_for(server: Server) -> tuple[CollectorRegistry, BridgeCollector]:

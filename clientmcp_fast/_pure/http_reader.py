@@ -257,7 +257,7 @@ class RequestReader:
     def _join_repeated(self) -> None:
         """Give each repeated header its values joined with ", " (RFC 9110 §5.3)."""
         # Joined once the head (or the trailer) is read, not at each repetition: that would copy
-        # the value so far every time, quadratic in the head (3 s of CPU for a 1 MiB head).
+        # the value so far every time, quadratic in the head (seconds of CPU for a large one).
         # Each list is left holding its one joined value, so that joining again after a
         # trailer copies nothing for names the trailer does not repeat.
         for name, values in self._repeated.items():  # type: ignore[union-attr]

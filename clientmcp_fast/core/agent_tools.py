@@ -6,17 +6,11 @@ from typing import TYPE_CHECKING
 
 from msgspec import UNSET
 
-from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent_context import Context, tool_error
 from clientmcp_fast.core.agent_eras import MODERN_LIST_TAIL
-from clientmcp_fast.core.counters import (
-    NOT_REGISTERED,
-    OFFLINE,
-    REFUSED_CONCURRENCY,
-    REFUSED_SCOPE,
-    UNKNOWN_TOOL,
-)
+from clientmcp_fast.core.counters import REFUSED_CONCURRENCY, REFUSED_SCOPE
 from clientmcp_fast.core.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, Params
+from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.core.param_headers import param_header_problem
 from clientmcp_fast.core.register import scoped_tools_json
 from clientmcp_fast.speedups import first_byte, json_member, jsonrpc_result
@@ -74,12 +68,12 @@ def tools_call(
         return
     app = bridge.apps.get(context.client_id)
     if app is None:
-        _refused(bridge, context, name, modern, OFFLINE)
-        context.reply(jsonrpc_result(id_json, tool_error(outcomes.OFFLINE, modern)))
+        _refused(bridge, context, name, modern, Outcome.OFFLINE)
+        context.reply(jsonrpc_result(id_json, tool_error(Outcome.OFFLINE.text, modern)))
         return
     toolset = app.toolset
     if toolset is None:
-        _refused(bridge, context, name, modern, NOT_REGISTERED)
+        _refused(bridge, context, name, modern, Outcome.NOT_REGISTERED)
         context.reply(jsonrpc_result(id_json, tool_error(app.unregistered_text(), modern)))
         return
     tools = toolset.tools
@@ -92,7 +86,7 @@ def tools_call(
         bridge.refused_agent(REFUSED_SCOPE, context.client_id, now)
         tool = None
     if tool is None:
-        _refused(bridge, context, name, modern, UNKNOWN_TOOL)
+        _refused(bridge, context, name, modern, Outcome.UNKNOWN_TOOL)
         context.fail(error_status, id_json, INVALID_PARAMS, f"Unknown tool: {name}")
         return
     if modern and tool.header_params:
@@ -113,7 +107,7 @@ def tools_call(
     context.start_call(bridge, app, tool, arguments, modern, id_json, session, now)
 
 
-def _refused(bridge: Bridge, context: Context, name: str, modern: bool, outcome: int) -> None:
+def _refused(bridge: Bridge, context: Context, name: str, modern: bool, outcome: Outcome) -> None:
     """Count and log a call answered without reaching an app; the answer is the caller's to send."""
     context.tool = name
     context.modern = modern

@@ -32,7 +32,7 @@ class App(Protocol):
         """End this app's connection with a close code (ClientMCP v1 §3.3)."""
 
     def call_ended(self, call: Call, outcome: int) -> None:
-        """A call sent to this app ended with `outcome` (core/counters.py)."""
+        """A call sent to this app ended with `outcome` (an Outcome, core/outcomes.py)."""
 
     def unregistered_text(self) -> str:
         """The tool error for a call while no tool set of this app is known here (core/outcomes.py)."""

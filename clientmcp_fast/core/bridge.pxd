@@ -32,7 +32,7 @@ cdef class Bridge:
     cdef public object consents
 
     cpdef complete(self, Call call, result, Py_ssize_t shape, double now)
-    cpdef fail(self, Call call, Py_ssize_t outcome, text, double now)
+    cpdef fail(self, Call call, outcome, double now, text=*)
     @cython.locals(grant=Grant)
     cpdef start_call(self, app, tool, arguments, Call call, now)
     cpdef abandon(self, Call call, double now)

@@ -10,25 +10,14 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.apps import LOCAL, AppRouter
 from clientmcp_fast.core.calls import Call, InFlightCalls
 from clientmcp_fast.core.consent import ConsentRequests
-from clientmcp_fast.core.counters import (
-    BUSY,
-    CANCELLED,
-    DISCONNECTED,
-    REPLACED,
-    RESULT,
-    SHUTTING_DOWN,
-    TIMEOUT,
-    TOO_LARGE,
-    TOOL_ERROR,
-    Counters,
-)
+from clientmcp_fast.core.counters import Counters
 from clientmcp_fast.core.events import EventLog
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES, Limits
 from clientmcp_fast.core.messages import cancel_message
+from clientmcp_fast.core.outcomes import Outcome, timed_out
 from clientmcp_fast.core.register import EMPTY_TOOLSET, Tool, ToolSet
 from clientmcp_fast.core.tokens import TokenVerifier
 from clientmcp_fast.speedups import SHAPE_ERROR, SHAPE_TYPED, call_message
@@ -40,6 +29,11 @@ if TYPE_CHECKING:
 
 # docs/protocol.md, Notification streams: get an SSE comment this often.
 NOTIFICATION_KEEPALIVE_SECONDS = 15.0
+
+# The outcomes of an answered call, bound once: a member looked up through its enum class is
+# slow, and one of these is read per call.
+_RESULT = Outcome.RESULT
+_TOOL_ERROR = Outcome.TOOL_ERROR
 
 
 class NotificationStream(Protocol):
@@ -106,13 +100,14 @@ class Bridge:
         self.shutting_down = False
         self._wake = wake
         # Idle and congested apps are found by a sweep rather than a timer per app: an idle
-        # app then costs no timer work at all, and a sweep of 10,000 apps is about 1 ms.
+        # app then costs no timer work at all, and a sweep is a short walk of a dict.
         self._sweep_every = max(0.01, min(5.0, min(limits.app_idle_timeout, limits.app_soft_seconds) / 16))
         self._sweep_at: float | None = None
         self._streams_tick_at: float | None = None
         # Client IDs whose tool set changed since the last timer: their streams hear of it once
-        # per turn of the loop, however many registers the turn read (a burst of 50,000 to 64
-        # streams was 3.2 million writes in one turn, stalling every other client for seconds).
+        # per turn of the loop, however many registers the turn read (else a burst of registers
+        # to many streams is a write per register and stream in one turn, stalling every other
+        # client: docs/benchmarks.md, Register bursts).
         self._announcing: set[str] = set()
         # Where apps live beyond this process (core/apps.py): told of each local connection that
         # takes, registers or leaves a client ID, never called per call. A cluster's directory
@@ -186,9 +181,9 @@ class Bridge:
             calls = list(app.calls.values())
             app.calls.clear()
             # A newer connection took the ID (4409) when it is no longer this app's.
-            why = DISCONNECTED if self.apps.get(app.client_id) is app else REPLACED
+            why = Outcome.DISCONNECTED if self.apps.get(app.client_id) is app else Outcome.REPLACED
             for call in calls:
-                self.fail(call, why, outcomes.DISCONNECTED, now)
+                self.fail(call, why, now)
         client_id = app.client_id
         if self.apps.get(client_id) is not app:
             return False
@@ -202,25 +197,28 @@ class Bridge:
     def complete(self, call: Call, result: msgspec.Raw, shape: int, now: float) -> None:
         """The app answered a call in flight (already removed from the app's calls); `shape` is its result_shape."""
         self.calls.finish(call)
-        self._ended(call, TOOL_ERROR if shape & SHAPE_ERROR else RESULT, now)
+        self._ended(call, _TOOL_ERROR if shape & SHAPE_ERROR else _RESULT, now)
         call.call_result(result, shape & SHAPE_TYPED != 0)  # type: ignore[arg-type]
 
-    def fail(self, call: Call, outcome: int, text: str, now: float) -> None:
-        """A call in flight (already removed from its app's calls) ended unanswered; `text` tells the agent why."""
+    def fail(self, call: Call, outcome: Outcome, now: float, text: str | None = None) -> None:
+        """A call in flight (already removed from its app's calls) ended unanswered; the agent is told why.
+
+        `text` is the tool error, by default the outcome's own (`Outcome.text`).
+        """
         self.calls.finish(call)
         self._ended(call, outcome, now)
-        call.call_error(text)
+        call.call_error(outcome.text if text is None else text)
 
     def start_call(self, app: App, tool: Tool, arguments: bytes, call: Call, now: float) -> bool:
         """Send `call` to the app; False when it failed at once (and the call was told why)."""
         if self.shutting_down:
-            self.refused_call(call, SHUTTING_DOWN)
-            call.call_error(outcomes.SHUTTING_DOWN)
+            self.refused_call(call, Outcome.SHUTTING_DOWN)
+            call.call_error(Outcome.SHUTTING_DOWN.text)
             return False
         calls = app.calls
         if len(calls) >= self._max_calls_per_app or app.congested_since is not None:
-            self.refused_call(call, BUSY)
-            call.call_error(outcomes.BUSY)
+            self.refused_call(call, Outcome.BUSY)
+            call.call_error(Outcome.BUSY.text)
             return False
         grant = call.grant
         if grant is not None:
@@ -229,7 +227,7 @@ class Bridge:
         wake = self.calls.start(call, app, now)
         message = call_message(call.id.encode(), tool.wire_name, arguments)
         if len(message) > MAX_MESSAGE_BYTES:
-            self.fail(call, TOO_LARGE, outcomes.TOO_LARGE, now)
+            self.fail(call, Outcome.TOO_LARGE, now)
             return False
         calls[call.id] = call
         app.send(message)
@@ -243,7 +241,7 @@ class Bridge:
         if app.calls.pop(call.id, None) is None:
             return  # already answered, failed or timed out
         self.calls.finish(call)
-        self._ended(call, CANCELLED, now)
+        self._ended(call, Outcome.CANCELLED, now)
         app.send(cancel_message(call.id.encode()))
 
     def _ended(self, call: Call, outcome: int, now: float) -> None:
@@ -332,8 +330,8 @@ class Bridge:
             app = call.app
             del app.calls[call.id]
             app.send(cancel_message(call.id.encode()))
-            self._ended(call, TIMEOUT, now)
-            call.call_error(outcomes.timed_out(self.limits.call_timeout))
+            self._ended(call, Outcome.TIMEOUT, now)
+            call.call_error(timed_out(self.limits.call_timeout))
         if self._sweep_at is not None and now >= self._sweep_at:
             self._sweep_apps(now)
         if self._streams_tick_at is not None and now >= self._streams_tick_at:
@@ -363,7 +361,7 @@ class Bridge:
         self.shutting_down = True
         for call in self.calls:
             call.app.calls.pop(call.id, None)
-            self.fail(call, SHUTTING_DOWN, outcomes.SHUTTING_DOWN, now)
+            self.fail(call, Outcome.SHUTTING_DOWN, now)
         for app in list(self.apps.values()):
             app.close(1001, "bridge shutting down", now)
         for client_id, streams in list(self.streams.items()):

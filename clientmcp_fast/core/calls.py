@@ -82,7 +82,7 @@ class Call:
         raise NotImplementedError
 
     def ended(self, outcome: int) -> None:
-        """The bridge counted this call's end as `outcome` (core/counters.py), just before telling it."""
+        """The bridge counted this call's end as `outcome` (an Outcome, core/outcomes.py), just before telling it."""
 
     def named_by_cancel(self, request_id: bytes, session: bytes | None) -> bool:
         """Whether a legacy notifications/cancelled of this request id and session names this call."""

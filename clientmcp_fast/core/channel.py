@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import UNSET
 
-from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.messages import (
     BRIDGE_TYPES,
     REGISTERED,
@@ -20,6 +19,7 @@ from clientmcp_fast.core.messages import (
     decode_app_message,
     loose_app_message,
 )
+from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.core.register import RegisterError, ToolSet, json_boolean, parse_register
 from clientmcp_fast.core.tokens import ROLE_CLIENT, TokenError
 from clientmcp_fast.core.websocket import (
@@ -147,7 +147,7 @@ class AppChannel(MessageHandler):
 
     def unregistered_text(self) -> str:
         """The tool error for a call before the app's first register."""
-        return outcomes.NOT_REGISTERED
+        return Outcome.NOT_REGISTERED.text
 
     def ask_consent(self, request_id: str, client_name: str | None, client_uri: str, code: str) -> str | None:
         """Send `authorize` if the app declared `consent` in its latest register (docs/oauth.md)."""

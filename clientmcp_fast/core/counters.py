@@ -7,33 +7,7 @@ other value a client or agent chooses: per-ID detail belongs in the logs.
 
 from __future__ import annotations
 
-# How a tools/call ended (docs/operations.md, Metrics); an index into `Counters.calls_ended`.
-OUTCOMES = (
-    "result",
-    "tool_error",
-    "offline",
-    "not_registered",
-    "unknown_tool",
-    "timeout",
-    "disconnected",
-    "replaced",
-    "cancelled",
-    "busy",
-    "too_large",
-    "shutting_down",
-)
-RESULT = 0
-TOOL_ERROR = 1
-OFFLINE = 2
-NOT_REGISTERED = 3
-UNKNOWN_TOOL = 4
-TIMEOUT = 5
-DISCONNECTED = 6
-REPLACED = 7
-CANCELLED = 8
-BUSY = 9
-TOO_LARGE = 10
-SHUTTING_DOWN = 11
+from clientmcp_fast.core.outcomes import Outcome
 
 # Why the agent endpoint refused an agent (docs/operations.md, Metrics); an index into
 # `Counters.refusals`: a call of a tool outside its token's scope (answered as an unknown tool),
@@ -59,6 +33,8 @@ METHODS = (
 _METHOD_INDEX = {method: index for index, method in enumerate(METHODS)}
 _OTHER_METHOD = len(METHODS) - 1
 ERAS = ("legacy", "modern")
+# Bound once: a member looked up through its enum class is slow, and this one is read per call.
+_RESULT = Outcome.RESULT
 
 # Upper bounds in seconds of the call duration histogram: calls wait on people, so minutes count.
 DURATION_BUCKETS = (
@@ -137,7 +113,7 @@ class Counters:
         # Every tools/call answered, by outcome: the common one in a field of its own, since a
         # list item's increment makes an int object and frees one (compiled, a field is an add).
         self.calls_result = 0
-        self.calls_ended = [0] * len(OUTCOMES)
+        self.calls_ended = [0] * len(Outcome)  # indexed by Outcome
         self.calls_streamed = 0  # ended after their answer became an SSE stream
         # Calls by duration: bucket_N counts those within DURATION_BUCKETS[N] and over the
         # bound before; the last, those over every bound (fields, for the same reason).
@@ -174,8 +150,8 @@ class Counters:
         # With --nats (docs/scaling.md), by outcome: calls for an app held by another instance,
         # and calls run here for an agent of another instance. Counted by the app directory
         # once per call end, never on a single process's path.
-        self.forwarded = [0] * len(OUTCOMES)
-        self.served = [0] * len(OUTCOMES)
+        self.forwarded = [0] * len(Outcome)
+        self.served = [0] * len(Outcome)
         self.refusals = [0] * len(REFUSALS)  # agents refused, by reason (REFUSALS)
 
     def closed(self, code: int) -> None:
@@ -185,8 +161,8 @@ class Counters:
         closes[code] = closes.get(code, 0) + 1
 
     def call_ended(self, outcome: int, seconds: float, streamed: bool) -> None:
-        """A call sent to an app ended after `seconds`."""
-        if outcome == RESULT:
+        """A call sent to an app ended with `outcome` (an Outcome) after `seconds`."""
+        if outcome == _RESULT:
             self.calls_result += 1
         else:
             self.calls_ended[outcome] += 1
@@ -229,9 +205,9 @@ class Counters:
             self.bucket_16 += 1
 
     def outcomes(self) -> list[int]:
-        """Calls answered, by outcome (in the order of OUTCOMES)."""
+        """Calls answered, by outcome (indexed by Outcome)."""
         counts = list(self.calls_ended)
-        counts[RESULT] += self.calls_result
+        counts[_RESULT] += self.calls_result
         return counts
 
     def durations(self) -> list[int]:

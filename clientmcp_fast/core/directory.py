@@ -43,11 +43,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent_legacy import cancel_call
 from clientmcp_fast.core.apps import AppRouter
-from clientmcp_fast.core.counters import TOO_LARGE
 from clientmcp_fast.core.forwarding import Forwarding, RemoteApp, decode_forwarded
+from clientmcp_fast.core.outcomes import Outcome, too_large_between_instances
 from clientmcp_fast.core.wire import (
     MAX_INTEGER,
     WIRE_VERSION,
@@ -268,12 +267,12 @@ class Directory(AppRouter):
 
     def undeliverable(self, subject: str, message: Message, limit: int, now: float) -> None:
         """The bus cannot carry `message` (over `limit` bytes): its call fails with a tool error rather than waiting."""
-        text = outcomes.too_large_between_instances(limit)
+        text = too_large_between_instances(limit)
         if type(message) is ToApp:  # a call for a remote app: it fails here
             call_id = decode_forwarded(message.message).id
-            self.forwarding.answered(Error(message.client_id, call_id, text, TOO_LARGE), now)
+            self.forwarding.answered(Error(message.client_id, call_id, text, Outcome.TOO_LARGE), now)
         elif type(message) is Result:  # an app's answer: the agent's instance gets the error instead
-            self.bus.send(subject, Error(message.client_id, message.call_id, text, TOO_LARGE))
+            self.bus.send(subject, Error(message.client_id, message.call_id, text, Outcome.TOO_LARGE))
         else:
             self.bridge.events.cluster_message_too_large(message.client_id, limit)
 
@@ -365,13 +364,19 @@ class Directory(AppRouter):
             self.forwarding.drop(app, now)
         self._promote(client_id, now)
 
-    def _on_beat(self, message: Beat, now: float, age: float) -> None:
-        instance = message.instance
-        if not self.connected or instance == self.instance:
-            return
+    def _from_peer(self, message: Beat | Sync, now: float) -> bool:
+        """Whether a BEAT or SYNC is to be acted on: connected, from another instance, of our wire version."""
+        if not self.connected or message.instance == self.instance:
+            return False
         if message.wire_version != WIRE_VERSION:
-            self._incompatible(instance, message.wire_version, now)
+            self._incompatible(message.instance, message.wire_version, now)
+            return False
+        return True
+
+    def _on_beat(self, message: Beat, now: float, age: float) -> None:
+        if not self._from_peer(message, now):
             return
+        instance = message.instance
         known = instance in self.peers
         self.peers[instance] = now
         if instance in self.silent:
@@ -385,12 +390,9 @@ class Directory(AppRouter):
             self._owe_states(instance, now)
 
     def _on_sync(self, message: Sync, now: float, age: float) -> None:
+        if not self._from_peer(message, now):
+            return
         instance = message.instance
-        if not self.connected or instance == self.instance:
-            return
-        if message.wire_version != WIRE_VERSION:
-            self._incompatible(instance, message.wire_version, now)
-            return
         if message.seq < self.floors.get(instance, 0):
             return  # an older SYNC, delivered after a newer one (docs/scaling.md, Ordering)
         self.peers[instance] = now

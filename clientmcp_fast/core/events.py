@@ -20,7 +20,7 @@ class EventLog:
     __slots__ = ()
 
     def call_ended(self, call: object, outcome: int, seconds: float) -> None:
-        """A tools/call was answered with `outcome` (core/counters.py) after `seconds`; 0 if it never reached an app.
+        """A tools/call was answered with `outcome` (an Outcome) after `seconds`; 0 if it never reached an app.
 
         A call whose `log_line` is false is told too: its line is written by the instance the
         agent reached (a call forwarded through the app directory of a cluster).

@@ -19,11 +19,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.calls import Call
-from clientmcp_fast.core.counters import DISCONNECTED, NOT_REGISTERED, TIMEOUT, TOO_LARGE, UNKNOWN_TOOL
-from clientmcp_fast.core.counters import RESULT as ANSWERED
 from clientmcp_fast.core.jsonrpc import encode_json
+from clientmcp_fast.core.outcomes import TOOLS_NOT_KEPT, Outcome, timed_out
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 from clientmcp_fast.core.wire import Error, Result, ToApp
 from clientmcp_fast.speedups import result_shape
@@ -109,12 +107,12 @@ class RemoteApp:
         # A call over 4 MiB is refused by the bridge before it is sent, as for a local app: it
         # never left this instance, so it is not forwarded. The only too_large of a forwarded
         # call is the bus's refusal, counted where its ERROR is read (`Forwarding.answered`).
-        if outcome != TOO_LARGE:
+        if outcome != Outcome.TOO_LARGE:
             self.forwarding.bridge.counters.forwarded[outcome] += 1
 
     def unregistered_text(self) -> str:
         """The tool error while its tools are unknown here: not registered, or not kept for the bound."""
-        return outcomes.TOOLS_NOT_KEPT if self.over_bound else outcomes.NOT_REGISTERED
+        return TOOLS_NOT_KEPT if self.over_bound else Outcome.NOT_REGISTERED.text
 
     def ask_consent(self, request_id: str, client_name: str | None, client_uri: str, code: str) -> str:
         """Not sent: the wire has no `authorize` yet, so the page must be shown where the app is."""
@@ -138,7 +136,7 @@ class ForwardedCall(Call):
         self.origin_id = origin_id
         self.client_id = client_id
         self.subject = subject  # the agent's instance's
-        self.outcome = ANSWERED  # how it ended, set before `call_error` (`ended`)
+        self.outcome = Outcome.RESULT  # how it ended, set before `call_error` (`ended`)
 
     def ended(self, outcome: int) -> None:
         """Counted as served (docs/operations.md, Metrics); its ERROR tells the agent's instance how it ended."""
@@ -162,10 +160,10 @@ class ForwardedCall(Call):
     def call_tick(self) -> None:  # pragma: no cover
         pass
 
-    def refuse(self, outcome: int, text: str) -> None:
-        """It never reaches the app here: served with `outcome`, its agent told `text`."""
+    def refuse(self, outcome: Outcome, text: str | None = None) -> None:
+        """It never reaches the app here: served with `outcome`, its agent told `text`, else the outcome's."""
         self.ended(outcome)
-        self.call_error(text)
+        self.call_error(outcome.text if text is None else text)
 
 
 class Forwarding:
@@ -259,16 +257,17 @@ class Forwarding:
             result = msgspec.Raw(message.result)
             self.bridge.complete(call, result, result_shape(result), now)
             return
-        if message.outcome == TOO_LARGE:  # the call or its answer was too large for the bus
-            self.bridge.counters.forwarded[TOO_LARGE] += 1
-        self.bridge.fail(call, message.outcome, message.text, now)
+        outcome = Outcome(message.outcome)  # one of them: core/wire.py reads no other
+        if outcome == Outcome.TOO_LARGE:  # the call or its answer was too large for the bus
+            self.bridge.counters.forwarded[outcome] += 1
+        self.bridge.fail(call, outcome, now, message.text)
 
     # -- calls run here for agents elsewhere ---------------------------------------------------
 
     def refuse(self, message: ToApp, forwarded: Forwarded, subject: str) -> None:
         """A `call` sent before its instance learned that we had started over with it: failed there already."""
         ForwardedCall(self, message.instance, forwarded.id, message.client_id, subject).refuse(
-            DISCONNECTED, outcomes.DISCONNECTED
+            Outcome.DISCONNECTED
         )
 
     def call(
@@ -278,18 +277,18 @@ class Forwarding:
         call = ForwardedCall(self, message.instance, forwarded.id, message.client_id, subject)
         timeout = message.timeout_ms / 1000
         if age >= timeout:  # its agent was told of the timeout already
-            call.refuse(TIMEOUT, outcomes.timed_out(timeout))
+            call.refuse(Outcome.TIMEOUT, timed_out(timeout))
             return
         if app is None:
-            call.refuse(DISCONNECTED, outcomes.DISCONNECTED)
+            call.refuse(Outcome.DISCONNECTED)
             return
         toolset = app.toolset
         tool = toolset.tools.get(forwarded.name) if toolset is not None else None
         if tool is None:
             if toolset is None:
-                call.refuse(NOT_REGISTERED, outcomes.NOT_REGISTERED)
+                call.refuse(Outcome.NOT_REGISTERED)
             else:
-                call.refuse(UNKNOWN_TOOL, f"Unknown tool: {forwarded.name}")
+                call.refuse(Outcome.UNKNOWN_TOOL, f"Unknown tool: {forwarded.name}")
             return
         arguments = forwarded.arguments
         self.running[(message.instance, forwarded.id)] = call

@@ -166,7 +166,7 @@ class WebSocket:
         self._link = link
         self._handler = handler
         # A fragmented message so far: one buffer, as a list of 2-byte fragments of a 4 MiB message
-        # would hold two million objects (some 250 MB, as measured for 1 MiB: 64 MB).
+        # would hold two million objects, hundreds of megabytes.
         self._parts: bytearray | None = None
         self._parts_opcode = 0
         self._utf8: codecs.IncrementalDecoder | None = None

@@ -35,7 +35,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from clientmcp_fast.core.counters import OUTCOMES
+from clientmcp_fast.core.outcomes import Outcome
 
 # docs/scaling.md, Upgrades: raised by a change of the messages that an older release cannot
 # read (a field removed, moved or meaning something else), never by a field added at the end.
@@ -66,8 +66,8 @@ Text = Annotated[str, Meta(max_length=MAX_STRING)]
 # pattern's `search` by name and calls it for each string, slower than the rest of reading a
 # forwarded call together.
 InstanceName = Annotated[str, Meta(min_length=1, max_length=64)]
-# How a call ended, as in core/counters.py: one no release has is malformed.
-Outcome = Annotated[int, Meta(ge=0, lt=len(OUTCOMES))]
+# How a call ended, an Outcome (core/outcomes.py): one no release has is malformed.
+OutcomeNumber = Annotated[int, Meta(ge=0, lt=len(Outcome))]
 
 
 class _FromInstance(msgspec.Struct, array_like=True, frozen=True, gc=False):
@@ -132,7 +132,7 @@ class Error(msgspec.Struct, array_like=True, tag=ERROR, frozen=True, gc=False):
     client_id: Text
     call_id: Text
     text: Text
-    outcome: Outcome
+    outcome: OutcomeNumber
 
 
 class Beat(_FromInstance, tag=BEAT):

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from time import time as _time
 
 from clientmcp_fast.core.calls import Call
-from clientmcp_fast.core.counters import OUTCOMES, REFUSALS
+from clientmcp_fast.core.counters import REFUSALS
 from clientmcp_fast.core.events import EventLog
+from clientmcp_fast.core.outcomes import Outcome
 
 # A text value is quoted as a JSON string when it is empty or holds a space, a quote, `=`,
 # a backslash or a character that is not printable.
@@ -41,7 +42,7 @@ def text_value(value: object) -> str:
 
 def seconds_text(seconds: float) -> str:
     """A call's duration in a text line: seconds to the microsecond, six decimals, as `.6f` writes them."""
-    # From whole microseconds: compiled, two C integers' text costs a fifth of a float's format.
+    # From whole microseconds: compiled, two C integers' text is much cheaper than a float's format.
     micros = int(seconds * 1_000_000 + 0.5)
     whole = micros // 1_000_000
     fraction = micros - whole * 1_000_000
@@ -90,8 +91,10 @@ def message_line(when: str, level: str, text: str, json_lines: bool) -> str:
 # keep to (tests/net/test_log_lines.py compares them for every outcome).
 _LEGACY = " era=legacy seconds="
 _MODERN = " era=modern seconds="
-_ENDINGS = tuple(f" outcome={outcome} streamed=False\n" for outcome in OUTCOMES)
-_STREAMED_ENDINGS = tuple(f" outcome={outcome} streamed=True\n" for outcome in OUTCOMES)
+_ENDINGS = tuple(f" outcome={outcome.label} streamed=False\n" for outcome in Outcome)
+_STREAMED_ENDINGS = tuple(f" outcome={outcome.label} streamed=True\n" for outcome in Outcome)
+# The labels by number: compiled, the bridge tells an outcome as a C integer, no longer an Outcome.
+_LABELS = tuple(outcome.label for outcome in Outcome)
 
 # An agent over its limits may be refused thousands of times a second: its lines are bounded.
 REFUSAL_LINE_EVERY_SECONDS = 10.0
@@ -171,7 +174,7 @@ class EventLines(EventLog):
                     "tool": tool,
                     "era": "modern" if modern else "legacy",
                     "seconds": round(seconds, 6),
-                    "outcome": OUTCOMES[outcome],
+                    "outcome": _LABELS[outcome],
                     "streamed": bool(streamed),
                 },
             )
@@ -190,7 +193,7 @@ class EventLines(EventLog):
             pending.append(
                 f'", "level": "info", "event": "call", "client_id": {who}, "tool": {what}, '
                 f'"era": "{"modern" if modern else "legacy"}", "seconds": {round(seconds, 6)!r}, '
-                f'"outcome": "{OUTCOMES[outcome]}", "streamed": {"true" if streamed else "false"}}}\n'
+                f'"outcome": "{_LABELS[outcome]}", "streamed": {"true" if streamed else "false"}}}\n'
             )
         else:
             ending = (_STREAMED_ENDINGS if streamed else _ENDINGS)[outcome]

@@ -16,10 +16,10 @@ if TYPE_CHECKING:
 CLOSE_WAIT_SECONDS = 3.0
 
 # uvloop reads a socket into a 256,000-byte buffer, again and again in one loop turn while
-# each read fills it: one app's 4 MB burst of registers (50,000 of them, 0.3 s of work) was
-# read and handled before any other client was served. So a read larger than this goes to the
-# session a slice per loop turn, with reading paused meanwhile: one app costs any turn at
-# most this much input (about 6 ms of registers or pings, pure; less compiled).
+# each read fills it: one app's burst of registers was read and handled before any other
+# client was served (docs/benchmarks.md, Register bursts). So a read larger than this goes to
+# the session a slice per loop turn, with reading paused meanwhile: one app costs any turn at
+# most this much input, a short slice of registers or pings.
 READ_TURN_BYTES = 64 * 1024
 
 

@@ -24,6 +24,7 @@ from wire import Op, client_frame
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.bridge import NOTIFICATION_KEEPALIVE_SECONDS
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
+from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.speedups import call_message
 
 DISCONNECTED = ("error", "The application disconnected before answering.")
@@ -167,7 +168,7 @@ def test_a_disconnection_fails_calls_in_flight_with_disconnected():
     _, waiter = start(bridge, channel)
     channel.connection_lost(NOW)
     assert waiter.events == [DISCONNECTED]
-    assert outcomes.DISCONNECTED == "The application disconnected before answering."
+    assert Outcome.DISCONNECTED.text == "The application disconnected before answering."
     assert bridge.apps == {}
     assert len(bridge.calls) == 0
 
@@ -424,7 +425,7 @@ def test_a_congested_app_is_busy_until_drained():
     channel.congested(NOW)
     call, waiter = start(bridge, channel)
     assert call is None
-    assert waiter.events == [("error", outcomes.BUSY)]
+    assert waiter.events == [("error", Outcome.BUSY.text)]
     assert link.new_frames() == []
     channel.drained()
     call, waiter = start(bridge, channel)
@@ -819,4 +820,4 @@ def test_after_shutdown_nothing_is_due():
     _, waiter = start(bridge, channel, wants_stream=True)
     bridge.shutdown(NOW)
     bridge.on_timer(NOW + 200)
-    assert waiter.events == [("error", outcomes.SHUTTING_DOWN)]
+    assert waiter.events == [("error", Outcome.SHUTTING_DOWN.text)]

@@ -19,7 +19,6 @@ from wire import Op
 from clientmcp_fast import log
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.apps import LOCAL
-from clientmcp_fast.core.counters import OUTCOMES, TOO_LARGE
 from clientmcp_fast.core.directory import (
     BEAT_EVERY,
     DEAD_AFTER,
@@ -32,10 +31,11 @@ from clientmcp_fast.core.directory import (
 from clientmcp_fast.core.events import EventLog
 from clientmcp_fast.core.forwarding import RemoteApp
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
+from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.core.wire import MAX_INTEGER, WIRE_VERSION, decode_batch, encode
 
 QUIET = {"app_idle_timeout": 10_000, "app_soft_seconds": 10_000}
-DISCONNECTED = ("error", outcomes.DISCONNECTED)
+DISCONNECTED = ("error", Outcome.DISCONNECTED.text)
 
 
 class Network:
@@ -501,11 +501,11 @@ def test_a_call_over_4_mib_is_refused_where_the_agent_is_and_never_forwarded(whe
     app = agent.apps["app-1"]
     arguments = b'{"s":"' + b"x" * MAX_MESSAGE_BYTES + b'"}'
     assert not agent.start_call(app, app.toolset.tools["echo"], arguments, waiter, NOW)
-    assert waiter.events == [("error", outcomes.TOO_LARGE)]
+    assert waiter.events == [("error", Outcome.TOO_LARGE.text)]
     assert network.queue == []  # nothing left this instance
     network.pump()
     assert texts(link) == []
-    assert agent.counters.calls_started == 1 and agent.counters.outcomes()[TOO_LARGE] == 1
+    assert agent.counters.calls_started == 1 and agent.counters.outcomes()[Outcome.TOO_LARGE] == 1
     for bridge in bridges:
         assert not any(bridge.counters.forwarded) and not any(bridge.counters.served)
     assert all(bridge.counters.calls_started == 0 for bridge in bridges if bridge is not agent)
@@ -523,9 +523,12 @@ def test_calls_refused_before_they_are_sent_are_not_forwarded():
     b.shutting_down = True
     late = RecordingWaiter(False)
     assert not b.start_call(app, app.toolset.tools["echo"], b"{}", late, NOW)
-    assert (busy.events, late.events) == ([("error", outcomes.BUSY)], [("error", outcomes.SHUTTING_DOWN)])
+    assert (busy.events, late.events) == (
+        [("error", Outcome.BUSY.text)],
+        [("error", Outcome.SHUTTING_DOWN.text)],
+    )
     counted = b.counters.outcomes()
-    assert (counted[OUTCOMES.index("busy")], counted[OUTCOMES.index("shutting_down")]) == (1, 1)
+    assert (counted[Outcome.BUSY], counted[Outcome.SHUTTING_DOWN]) == (1, 1)
     assert not any(b.counters.forwarded)
 
 
@@ -547,8 +550,8 @@ def test_a_call_the_bus_cannot_carry_is_a_forwarded_call_too_large():
     _, b, waiter, subject, message = intercepted_call()
     b.router.undeliverable(subject, message, 10, NOW)
     assert waiter.events == [("error", outcomes.too_large_between_instances(10))]
-    assert b.counters.forwarded[TOO_LARGE] == 1 and sum(b.counters.forwarded) == 1
-    assert b.counters.outcomes()[TOO_LARGE] == 1
+    assert b.counters.forwarded[Outcome.TOO_LARGE] == 1 and sum(b.counters.forwarded) == 1
+    assert b.counters.outcomes()[Outcome.TOO_LARGE] == 1
 
 
 def test_past_the_bound_a_warning_is_logged_at_most_once_a_minute(captured_log):

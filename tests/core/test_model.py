@@ -38,6 +38,7 @@ from clientmcp_fast.core.calls import STREAM_AFTER_SECONDS
 from clientmcp_fast.core.channel import AppChannel
 from clientmcp_fast.core.http import Exchange, Request
 from clientmcp_fast.core.jsonrpc import META_CAPABILITIES, META_VERSION
+from clientmcp_fast.core.outcomes import Outcome
 
 CLIENT_IDS = ("a", "b", "c")
 TOOL_NAMES = ("t0", "t1", "t2")
@@ -365,7 +366,7 @@ class BridgeMachine(RuleBasedStateMachine):
         before = self.model.tool_set(conn.client_id)
         conn.online = False
         for call in self.model.in_flight(conn):
-            self._answer(call, ("result", outcomes.DISCONNECTED, True))
+            self._answer(call, ("result", Outcome.DISCONNECTED.text, True))
         self._tools_changed(conn.client_id, before)
 
     def _new_conn(self, client_id: str, offered: str) -> Conn:
@@ -550,13 +551,13 @@ class BridgeMachine(RuleBasedStateMachine):
         self.model.calls[key] = call
         # docs/protocol.md, Call outcomes: the ones decided at once, else a `call` to the holder.
         if holder is None:
-            self._answer(call, ("result", outcomes.OFFLINE, True))
+            self._answer(call, ("result", Outcome.OFFLINE.text, True))
         elif holder.tools is None:
-            self._answer(call, ("result", outcomes.NOT_REGISTERED, True))
+            self._answer(call, ("result", Outcome.NOT_REGISTERED.text, True))
         elif name not in {declared[:2] for declared in holder.tools}:
             self._answer(call, ("unknown",))
         elif holder.congested_since is not None or len(self.model.in_flight(holder)) >= MAX_CALLS:
-            self._answer(call, ("result", outcomes.BUSY, True))
+            self._answer(call, ("result", Outcome.BUSY.text, True))
         else:
             self._read(holder)
             fresh = holder.received[len(holder.expected) :]

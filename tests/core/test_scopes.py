@@ -24,10 +24,10 @@ from fakes import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.agent import AgentEndpoint
 from clientmcp_fast.core.counters import REFUSALS
 from clientmcp_fast.core.http import Exchange
+from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.core.register import MAX_SCOPED_VIEWS, scoped_tools_json
 from clientmcp_fast.core.tokens import MAX_SCOPE_ENTRIES, TokenError, TokenVerifier, _base64url, mint
 
@@ -395,7 +395,7 @@ def test_the_slot_frees_when_the_app_is_lost():
     endpoint, channel, link, token, exchange = _saturated()
     channel.connection_lost(NOW)
     text = json.loads(exchange.answers[0][2])["result"]["content"][0]["text"]
-    assert text == outcomes.DISCONNECTED
+    assert text == Outcome.DISCONNECTED.text
     channel2, _ = connect(endpoint.bridge, "app-1")
     register(channel2, tool("a"))
     assert not call(endpoint, token, "a").answers

@@ -18,9 +18,9 @@ from fakes import NOW, connect, make_bridge, register, tool
 from hypothesis import strategies as st
 
 from clientmcp_fast.core import wire
-from clientmcp_fast.core.counters import OUTCOMES
 from clientmcp_fast.core.directory import Directory
 from clientmcp_fast.core.forwarding import ForwardedCall, RemoteApp
+from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.core.wire import (
     APP,
     BEAT,
@@ -205,7 +205,7 @@ RULES = {
     SYNC: ("name", "integer", "integer", "boolean"),
     CANCEL: ("text", "bytes", "bytes or nil", "name"),
 }
-LAST_OUTCOME = len(OUTCOMES) - 1
+LAST_OUTCOME = len(Outcome) - 1
 # Per rule, values taken and values dropped as malformed.
 TAKEN = {
     "integer": [0, 1, 2**32, MAX_INTEGER],
@@ -465,7 +465,7 @@ def test_what_the_directory_sends_reads_as_the_message_it_means():
     RemoteApp(forwarding, "app-2", "0a1b2c3d4e5f", 7, 0, subject).send(CALL)
     forwarded = ForwardedCall(forwarding, "0a1b2c3d4e5f", "0a1b2c3d4e5f-1", "app-1", subject)
     forwarded.call_result(b'{"content":[]}', True)
-    forwarded.outcome = OUTCOMES.index("timeout")
+    forwarded.outcome = Outcome.TIMEOUT
     forwarded.call_error("late")
     bridge.detach(channel, NOW)
     messages, dropped = decode_batch(encode([message for _, message in bus.sent]))
@@ -481,6 +481,6 @@ def test_what_the_directory_sends_reads_as_the_message_it_means():
             instance=me, client_id="app-2", epoch=7, message=CALL, timeout_ms=forwarding.timeout_ms, floor=0
         ),
         Result(client_id="app-1", call_id="0a1b2c3d4e5f-1", result=b'{"content":[]}', has_result_type=True),
-        Error(client_id="app-1", call_id="0a1b2c3d4e5f-1", text="late", outcome=OUTCOMES.index("timeout")),
+        Error(client_id="app-1", call_id="0a1b2c3d4e5f-1", text="late", outcome=Outcome.TIMEOUT),
         Gone(client_id="app-1", epoch=EPOCH, instance=me, seq=4),
     ]

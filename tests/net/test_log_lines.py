@@ -11,7 +11,8 @@ import pytest
 from clientmcp_fast import log
 from clientmcp_fast.core.agent_context import Context
 from clientmcp_fast.core.calls import Call as CoreCall
-from clientmcp_fast.core.counters import OUTCOMES, REFUSED_RATE, REFUSED_SCOPE, RESULT, TIMEOUT, UNKNOWN_TOOL
+from clientmcp_fast.core.counters import REFUSED_RATE, REFUSED_SCOPE
+from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.core.register import Tool as RegisteredTool
 from clientmcp_fast.net import log_lines
 from clientmcp_fast.net.log_lines import EventLines, event_line, seconds_text, stamp
@@ -67,7 +68,7 @@ def make(json_lines: bool = False, level: int = logging.INFO) -> tuple[EventLine
 def test_the_calls_of_one_turn_are_one_write_scheduled_once():
     calls, stream, scheduled = make()
     for n in range(5):
-        calls.call_ended(Call(f"app-{n}", Tool("echo")), RESULT, 0.25)
+        calls.call_ended(Call(f"app-{n}", Tool("echo")), Outcome.RESULT, 0.25)
     assert len(scheduled) == 1 and stream.writes == []  # nothing is written before the turn ends
     scheduled.pop()()
     assert len(stream.writes) == 1 and stream.flushes == 1
@@ -76,7 +77,7 @@ def test_the_calls_of_one_turn_are_one_write_scheduled_once():
         f"info call client_id=app-{n} tool=echo era=legacy seconds=0.250000 outcome=result streamed=False"
         for n in range(5)
     ]
-    calls.call_ended(Call("next", "nosuch", modern=True), UNKNOWN_TOOL, 0.0)
+    calls.call_ended(Call("next", "nosuch", modern=True), Outcome.UNKNOWN_TOOL, 0.0)
     assert len(scheduled) == 1  # the next turn schedules its own write
     scheduled.pop()()
     assert stream.writes[1].split(" ", 1)[1] == (
@@ -92,8 +93,8 @@ def test_a_flush_with_nothing_ended_writes_nothing():
 
 def test_text_values_a_client_chose_are_quoted():
     calls, stream, scheduled = make()
-    calls.call_ended(Call("a b", 'x="1"'), TIMEOUT, 2.0)
-    calls.call_ended(Call(None, None, streaming=True), RESULT, 1.5)
+    calls.call_ended(Call("a b", 'x="1"'), Outcome.TIMEOUT, 2.0)
+    calls.call_ended(Call(None, None, streaming=True), Outcome.RESULT, 1.5)
     scheduled.pop()()
     first, second = stream.writes[0].splitlines()
     assert first.endswith(
@@ -106,8 +107,8 @@ def test_text_values_a_client_chose_are_quoted():
 
 def test_json_lines_hold_the_event_fields():
     calls, stream, scheduled = make(json_lines=True)
-    calls.call_ended(Call("a\u00e9 b", Tool("echo"), modern=True, streaming=True), RESULT, 1.2345678)
-    calls.call_ended(Call(None, None), OUTCOMES.index("offline"), 0.0)
+    calls.call_ended(Call("a\u00e9 b", Tool("echo"), modern=True, streaming=True), Outcome.RESULT, 1.2345678)
+    calls.call_ended(Call(None, None), Outcome.OFFLINE, 0.0)
     scheduled.pop()()
     first, second = (json.loads(line) for line in stream.writes[0].splitlines())
     assert set(first) == {
@@ -153,10 +154,10 @@ def test_an_agents_call_has_the_same_line_as_any_call():
     echo = RegisteredTool("echo", (), b'"echo"')
     for json_lines in (False, True):
         calls, stream, scheduled = make(json_lines)
-        calls.call_ended(agent_call("app-1", echo, modern=True, streaming=True), TIMEOUT, 30.0)
-        calls.call_ended(Call("app-1", Tool("echo"), modern=True, streaming=True), TIMEOUT, 30.0)
-        calls.call_ended(agent_call("app-2", "nosuch"), UNKNOWN_TOOL, 0.0)
-        calls.call_ended(Call("app-2", "nosuch"), UNKNOWN_TOOL, 0.0)
+        calls.call_ended(agent_call("app-1", echo, modern=True, streaming=True), Outcome.TIMEOUT, 30.0)
+        calls.call_ended(Call("app-1", Tool("echo"), modern=True, streaming=True), Outcome.TIMEOUT, 30.0)
+        calls.call_ended(agent_call("app-2", "nosuch"), Outcome.UNKNOWN_TOOL, 0.0)
+        calls.call_ended(Call("app-2", "nosuch"), Outcome.UNKNOWN_TOOL, 0.0)
         assert len(scheduled) == 1
         scheduled.pop()()
         first, second, third, fourth = stream.writes[0].splitlines()
@@ -191,7 +192,7 @@ def test_a_call_whose_line_another_instance_writes_has_none_here():
             self.logged = False  # as core/forwarding.py's ForwardedCall
 
     calls, stream, scheduled = make()
-    calls.call_ended(Forwarded("app", Tool("echo")), RESULT, 0.5)
+    calls.call_ended(Forwarded("app", Tool("echo")), Outcome.RESULT, 0.5)
     assert scheduled == [] and calls._pending == []
     calls.flush()
     assert stream.writes == []
@@ -202,7 +203,7 @@ def test_the_memo_never_gives_one_clients_text_to_another():
         calls, stream, scheduled = make(json_lines)
         ids = ["alice", "bob", "a b", "alice", "echo", "bob", "a b"]
         for client_id in ids:  # the memo holds each ID's text after its first line
-            calls.call_ended(agent_call(client_id, "echo"), RESULT, 0.0)
+            calls.call_ended(agent_call(client_id, "echo"), Outcome.RESULT, 0.0)
         scheduled.pop()()
         lines = stream.writes[0].splitlines()
         if json_lines:
@@ -223,9 +224,9 @@ def test_the_lines_of_a_turn_share_its_stamp_and_the_next_turn_has_its_own(monke
         monkeypatch.setattr(log_lines, "_time", iter([1700000000.25, 1700000001.5]).__next__)
         calls, stream, scheduled = make(json_lines)
         for _ in range(3):
-            calls.call_ended(Call("app", "echo"), RESULT, 0.0)
+            calls.call_ended(Call("app", "echo"), Outcome.RESULT, 0.0)
         scheduled.pop()()
-        calls.call_ended(Call("app", "echo"), RESULT, 0.0)
+        calls.call_ended(Call("app", "echo"), Outcome.RESULT, 0.0)
         scheduled.pop()()
         first_turn, second_turn = stream.writes
         if json_lines:
@@ -264,7 +265,7 @@ def test_with_handlers_the_bridge_did_not_set_each_call_is_a_record_at_once(fore
     bridge = make_bridge()
     scheduled: list = []
     bridge.events = log.event_log(scheduled.append)  # the bridge takes it, compiled too
-    bridge.refused_call(agent_call("app", "nosuch", modern=True), UNKNOWN_TOOL)
+    bridge.refused_call(agent_call("app", "nosuch", modern=True), Outcome.UNKNOWN_TOOL)
     assert scheduled == []  # nothing is held back for the end of the turn
     (record,) = foreign_handler.records
     assert (record.getMessage(), record.levelno, record.event, record.fields) == (  # type: ignore[attr-defined]
@@ -290,8 +291,8 @@ def test_with_handlers_the_bridge_did_not_set_a_call_another_instance_logs_has_n
             self.logged = False  # as core/forwarding.py's ForwardedCall
 
     events = log.event_log([].append)
-    events.call_ended(Forwarded("app", Tool("echo")), RESULT, 0.5)
-    events.call_ended(Call("app", Tool("echo")), RESULT, 0.5)
+    events.call_ended(Forwarded("app", Tool("echo")), Outcome.RESULT, 0.5)
+    events.call_ended(Call("app", Tool("echo")), Outcome.RESULT, 0.5)
     assert [record.fields["client_id"] for record in foreign_handler.records] == ["app"]  # type: ignore[attr-defined]
 
 
@@ -318,7 +319,7 @@ def test_with_handlers_the_bridge_did_not_set_every_event_is_a_record(foreign_ha
 def test_the_memo_of_texts_stays_bounded():
     calls, stream, scheduled = make()
     for n in range(3 * log_lines._MAX_TEXTS):
-        calls.call_ended(Call(f"id-{n}", f"tool-{n}"), RESULT, 0.0)
+        calls.call_ended(Call(f"id-{n}", f"tool-{n}"), Outcome.RESULT, 0.0)
     scheduled.pop()()
     assert len(calls._texts) <= log_lines._MAX_TEXTS
     assert len(stream.writes[0].splitlines()) == 3 * log_lines._MAX_TEXTS
@@ -357,7 +358,7 @@ def test_a_lines_duration_is_the_one_seconds_text_writes():
     calls, stream, scheduled = make()
     durations = (0.0000006, 0.9999996, 1.2345675, 3600.000123)
     for seconds in durations:
-        calls.call_ended(agent_call("app", "echo"), RESULT, seconds)
+        calls.call_ended(agent_call("app", "echo"), Outcome.RESULT, seconds)
     scheduled.pop()()
     written = [line.partition(" seconds=")[2].partition(" ")[0] for line in stream.writes[0].splitlines()]
     assert (
@@ -393,7 +394,7 @@ def test_agent_refusals_are_one_line_per_reason_every_ten_seconds_with_the_rest_
 def test_a_call_line_is_the_line_event_line_makes_of_its_fields(json_lines, monkeypatch):
     monkeypatch.setattr(log_lines, "_time", lambda: 1700000000.25)
     when = stamp(1700000000.25)
-    for outcome in range(len(OUTCOMES)):
+    for outcome in range(len(Outcome)):
         for modern in (False, True):
             for streamed in (False, True):
                 for client_id, tool, seconds in (("app-1", "echo", 1.2345678), ("a b", 'x="1"', 0.0)):
@@ -405,7 +406,7 @@ def test_a_call_line_is_the_line_event_line_makes_of_its_fields(json_lines, monk
                         "tool": tool,
                         "era": "modern" if modern else "legacy",
                         "seconds": round(seconds, 6) if json_lines else seconds,
-                        "outcome": OUTCOMES[outcome],
+                        "outcome": Outcome(outcome).label,
                         "streamed": streamed,
                     }
                     assert stream.writes == [event_line(when, "info", "call", fields, json_lines) + "\n"]
@@ -508,7 +509,7 @@ def test_json_lines_of_events_and_messages():
 def test_below_its_level_an_event_has_no_line(level, written):
     events, stream, scheduled = make(level=level)
     _tell_every_event(events)
-    events.call_ended(agent_call("app", "echo"), RESULT, 0.5)
+    events.call_ended(agent_call("app", "echo"), Outcome.RESULT, 0.5)
     if level > logging.INFO:
         assert scheduled == [] and events._pending == []  # no call line is even made
     assert len(stream.writes) == written
@@ -518,4 +519,4 @@ def test_the_base_event_log_tells_nobody():
     bridge = make_bridge()  # given no event log: the base class, whose methods do nothing
     assert type(bridge.events).__name__ == "EventLog"
     _tell_every_event(bridge.events)
-    bridge.events.call_ended(agent_call("app", "echo"), RESULT, 0.5)
+    bridge.events.call_ended(agent_call("app", "echo"), Outcome.RESULT, 0.5)
