@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from clientmcp_fast.core import outcomes
-from clientmcp_fast.core.apps import LOCAL, AppRouter
+from clientmcp_fast.core.apps import LOCAL, NO_CALLS, AppRouter
 from clientmcp_fast.core.calls import Call, InFlightCalls
 from clientmcp_fast.core.counters import (
     BUSY,
@@ -227,6 +227,8 @@ class Bridge:
         if len(message) > MAX_MESSAGE_BYTES:
             self.fail(call, TOO_LARGE, outcomes.TOO_LARGE, now)
             return False
+        if calls is NO_CALLS:
+            calls = app.calls = {}
         calls[call.id] = call
         app.send(message)
         if wake is not None:

@@ -13,6 +13,7 @@ import msgspec
 from msgspec import UNSET
 
 from clientmcp_fast.core import outcomes
+from clientmcp_fast.core.apps import NO_CALLS
 from clientmcp_fast.core.messages import BRIDGE_TYPES, REGISTERED, decode_app_message, loose_app_message
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 from clientmcp_fast.core.tokens import ROLE_CLIENT, TokenError
@@ -69,7 +70,7 @@ class AppChannel(MessageHandler):
         self.ws = WebSocket(self, link)
         self.client_id: str | None = None
         self.toolset: ToolSet | None = None  # None until the first register on this connection
-        self.calls: dict[str, Call] = {}
+        self.calls: dict[str, Call] = NO_CALLS  # its own at its first call (core/apps.py)
         self.last_seen = now
         self.congested_since: float | None = None
         bridge.app_connections += 1
