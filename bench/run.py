@@ -636,7 +636,15 @@ def idle_figures(
     fleet.stop_all()
 
     floor = start_floor(fleet, "pong-floor", "--pong", server_cpus)
+    time.sleep(1.0)
+    floor_rss_before = floor.process.memory_info().rss
     idle, _ = connect_idle(fleet, floor, plan, secret, load_cpus)
+    time.sleep(2.0)
+    floor_per_client = (floor.process.memory_info().rss - floor_rss_before) / plan.clients
+    progress(
+        f"floor (bare uvloop pong server) RSS: {floor_rss_before / 2**20:.1f} MB idle, "
+        f"{floor_per_client / 1024:.2f} KB per client"
+    )
     floor_pct, floor_pings = ping_window(floor, idle, plan.ping_seconds)
     progress(f"floor (bare uvloop pong server) CPU: {floor_pct:.2f} % with {floor_pings} pings")
     idle.stdin.close()
@@ -652,6 +660,8 @@ def idle_figures(
         "pings": pings,
         "pings_per_s": plan.clients / 25.0,
         "floor_ping_cpu_pct": floor_pct,
+        "floor_idle_rss_bytes": floor_rss_before,
+        "floor_bytes_per_client": floor_per_client,
     }
 
 
@@ -697,6 +707,20 @@ def count_work(progress: Progress) -> dict | None:
         progress(f"counting the {era} round trip's instructions and simulated cache misses with callgrind")
         counts[era] = instructions.bridge_share(era, 1000, cache=True)
     return counts
+
+
+def run_idle(plan: Plan, progress: Progress) -> dict:
+    """Figures 3 and 4 alone (`python -m bench --idle`): the idle bridge and pong floor, pinned as in `run`."""
+    server_cpus, load_cpus = cpu_plan()
+    allowed = os.sched_getaffinity(0)
+    if server_cpus:
+        os.sched_setaffinity(0, load_cpus)
+    fleet = Fleet()
+    try:
+        return idle_figures(fleet, plan, secrets.token_hex(32), (server_cpus, load_cpus), progress)
+    finally:
+        fleet.stop_all()
+        os.sched_setaffinity(0, allowed)
 
 
 def run(plan: Plan, progress: Progress, quick: bool, with_sdk: bool = True, count: bool = True) -> dict:

@@ -144,8 +144,10 @@ def results(legacy_other: float = 2.0) -> dict:
         "load": {key: {"median": run.median_of(rounds), "rounds": rounds} for key, rounds in load.items()},
         "idle": {
             "clients": 1000,
-            "idle_rss_bytes": 29 * 2**20,
-            "bytes_per_client": 1900.0,
+            "idle_rss_bytes": 23 * 2**20,
+            "bytes_per_client": 1600.0,
+            "floor_idle_rss_bytes": 20 * 2**20,
+            "floor_bytes_per_client": 1300.0,
             "quiet_cpu_pct": 0.1,
             "ping_cpu_pct": 0.3,
             "floor_ping_cpu_pct": 0.2,
@@ -173,8 +175,23 @@ def test_the_headline_is_the_ratios_to_the_same_runs_floors_against_ratio_target
     absolute = rows["bridge CPU per tools/call, legacy"]
     assert (absolute["section"], absolute["target"], absolute["met"]) == ("machine", "≤ 11 µs", None)
     assert rows["bridge RSS, idle, no client"]["met"] is True
+    assert rows["bridge RSS, idle, no client"]["text"] == "23.0 MB (pong floor 20.0 MB)"
+    assert rows["memory per idle connected client (N=1,000)"]["text"] == "1.56 KB (pong floor 1.27 KB)"
+    assert rows["memory per idle connected client (N=1,000)"]["met"] is True
     tables = report.table(report.figures(results()))
     assert tables.index("bridge / minimal bridge") < tables.index("This machine's figures")
+
+
+def test_the_idle_footprint_is_judged_on_its_targets_and_older_runs_have_no_floor():
+    """≤ 24 MB idle RSS and ≤ 1.6 KB per idle app; a run from before the pong floor's RSS still reports."""
+    data = results()
+    data["idle"].update(idle_rss_bytes=int(24.5 * 2**20), bytes_per_client=1700.0)
+    del data["idle"]["floor_idle_rss_bytes"], data["idle"]["floor_bytes_per_client"]
+    rows = {row["label"]: row for row in report.figures(data)}
+    rss = rows["bridge RSS, idle, no client"]
+    assert (rss["text"], rss["target"], rss["met"]) == ("24.5 MB", "≤ 24 MB", False)
+    per_app = rows["memory per idle connected client (N=1,000)"]
+    assert (per_app["text"], per_app["target"], per_app["met"]) == ("1.66 KB", "≤ 1.6 KB", False)
 
 
 def test_a_disturbed_round_is_marked_in_the_table_and_the_notes():

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-
-import httptools
+from typing import Any
 
 from clientmcp_fast._pure.errors import RequestRefused
 from clientmcp_fast._pure.routing import ROUTE_CONNECT, route
+
+# Imported by the first reader made, not with this module: the compiled build takes its
+# constants from here and parses with its own llhttp, and would otherwise keep httptools and
+# its two extension modules resident for nothing (docs/benchmarks.md, Idle footprint).
+httptools: Any = None
 
 # The header names a request keeps by position (`Request.header`, core/http.py) rather than in
 # a dict: those the bridge reads, and those most clients send. The reader finds a name here by
@@ -98,6 +102,9 @@ class RequestReader:
         self, queue: deque, make_request: Callable[..., object], max_head_bytes: int, max_body_bytes: int
     ) -> None:
         """Read into `queue` what `make_request` makes of each request (the core's `Request`), within the limits."""
+        global httptools
+        if httptools is None:
+            import httptools
         self._parser = httptools.HttpRequestParser(self)
         self._queue = queue
         self._make_request = make_request

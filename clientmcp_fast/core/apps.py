@@ -65,3 +65,8 @@ class AppRouter:
 
 # A single process: every app is connected here, and no one else needs to know.
 LOCAL = AppRouter()
+
+# The `calls` of every app not yet sent a call: one empty dict for all, never written. Most
+# apps sit idle, and an empty dict each is a good part of what an idle app costs
+# (docs/benchmarks.md, Idle footprint); `Bridge.start_call` gives an app its own at its first call.
+NO_CALLS: dict = {}

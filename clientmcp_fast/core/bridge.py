@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from clientmcp_fast.core.apps import LOCAL, AppRouter
+from clientmcp_fast.core.apps import LOCAL, NO_CALLS, AppRouter
 from clientmcp_fast.core.calls import Call, InFlightCalls
 from clientmcp_fast.core.consent import ConsentRequests
 from clientmcp_fast.core.counters import Counters
@@ -229,6 +229,8 @@ class Bridge:
         if len(message) > MAX_MESSAGE_BYTES:
             self.fail(call, Outcome.TOO_LARGE, now)
             return False
+        if calls is NO_CALLS:
+            calls = app.calls = {}
         calls[call.id] = call
         app.send(message)
         if wake is not None:

@@ -10,7 +10,7 @@ cdef class AppChannel(MessageHandler):
     cdef public object client_id
     cdef public object toolset
     cdef public dict calls
-    cdef public object last_seen
+    cdef public double last_seen
     cdef public object congested_since
 
     cpdef receive_data(self, data, now)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import UNSET
 
+from clientmcp_fast.core.apps import NO_CALLS
 from clientmcp_fast.core.messages import (
     BRIDGE_TYPES,
     REGISTERED,
@@ -75,7 +76,7 @@ class AppChannel(MessageHandler):
         self.ws = WebSocket(self, link)
         self.client_id: str | None = None
         self.toolset: ToolSet | None = None  # None until the first register on this connection
-        self.calls: dict[str, Call] = {}
+        self.calls: dict[str, Call] = NO_CALLS  # its own at its first call (core/apps.py)
         self.last_seen = now
         self.congested_since: float | None = None
         bridge.app_connections += 1

@@ -135,7 +135,9 @@ class Server:
         )
         self.agents = AgentEndpoint(self.bridge, self.verifier, settings.allowed_origins)
         self.http_connections: set[HttpProtocol] = set()
-        self.websockets: set[WebSocketProtocol] = set()
+        # A list, each protocol holding its place (`WebSocketProtocol.index`): a set's sparse
+        # table costs an idle app several times a list's slot (docs/benchmarks.md, Idle footprint).
+        self.websockets: list[WebSocketProtocol] = []
         self.shutting_down = False
         self.port = settings.port
         self._listener: asyncio.base_events.Server | None = None
@@ -316,7 +318,8 @@ class Server:
         """An upgrade was accepted: the transport now runs the app's channel."""
         protocol = WebSocketProtocol(self, transport)
         transport.set_protocol(protocol)
-        self.websockets.add(protocol)
+        protocol.index = len(self.websockets)
+        self.websockets.append(protocol)
         protocol.start(self.new_session(protocol), token, tail)
 
     def new_session(self, protocol: WebSocketProtocol) -> AppChannel:
@@ -324,7 +327,14 @@ class Server:
         return AppChannel(self.bridge, protocol, self.loop.time())
 
     def websocket_closed(self, protocol: WebSocketProtocol) -> None:
-        self.websockets.discard(protocol)
+        index = protocol.index
+        if index < 0:
+            return
+        protocol.index = -1
+        last = self.websockets.pop()  # the last takes the closed one's place
+        if last is not protocol:
+            self.websockets[index] = last
+            last.index = index
 
     # -- the core's timers ------------------------------------------------------------------
 

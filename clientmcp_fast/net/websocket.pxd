@@ -28,6 +28,7 @@ cdef class WebSocketProtocol(Link):
     cdef public object _unfed
     cdef public Py_ssize_t _unfed_at
     cdef public Counters _counters
+    cdef public Py_ssize_t index
 
     cpdef data_received(self, data)
     cpdef _feed_slice(self)

@@ -84,6 +84,7 @@ class WebSocketProtocol(Link):
         "_unfed",
         "_unfed_at",
         "_counters",
+        "index",
     )
 
     def __init__(self, server: Server, transport: asyncio.Transport) -> None:
@@ -99,6 +100,7 @@ class WebSocketProtocol(Link):
         self._unfed: bytes | None = None  # a large read's slices still to give the session
         self._unfed_at = 0
         self._counters = server.bridge.counters  # bytes in and out (docs/operations.md)
+        self.index = -1  # its place in `server.websockets` while listed there
         # pause_writing above the soft limit (new calls get "busy"), resume below half of it.
         soft = server.limits.app_soft_bytes
         transport.set_write_buffer_limits(high=soft, low=soft // 2)

@@ -22,6 +22,7 @@ from fakes import (
 from wire import Op, client_frame
 
 from clientmcp_fast.core import outcomes
+from clientmcp_fast.core.apps import NO_CALLS
 from clientmcp_fast.core.bridge import NOTIFICATION_KEEPALIVE_SECONDS
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 from clientmcp_fast.core.outcomes import Outcome
@@ -341,6 +342,21 @@ def test_the_call_message_is_exact():
     ]
     assert channel.calls == {call.id: call}
     assert waiter.events == []
+
+
+def test_an_app_gets_its_own_calls_at_its_first_call_and_the_shared_empty_one_stays_empty():
+    """Idle apps share one empty `calls` (core/apps.py, NO_CALLS); a call never lands in it."""
+    bridge = make_bridge()
+    a, _ = online(bridge, "a", "echo")
+    b, _ = online(bridge, "b", "echo")
+    assert a.calls is NO_CALLS and b.calls is NO_CALLS
+    call, _ = start(bridge, a)
+    assert a.calls == {call.id: call} and a.calls is not NO_CALLS
+    assert b.calls is NO_CALLS and NO_CALLS == {}
+    a.receive_data(
+        client_text(b'{"type":"result","id":"' + call.id.encode() + b'","result":{"content":[]}}'), NOW
+    )
+    assert a.calls == {} and a.calls is not NO_CALLS and NO_CALLS == {}
 
 
 def test_call_ids_are_unique_across_apps():

@@ -478,7 +478,7 @@ def test_the_command_imports_no_jwt_library_and_its_tokens_are_pyjwts():
 
 
 # What a default `serve` leaves out, each resident in the idle bridge for nothing otherwise
-# (docs/benchmarks.md, Targets: < 30 MB idle RSS): the cluster's modules and nats-py (--nats,
+# (docs/benchmarks.md, Idle footprint): the cluster's modules and nats-py (--nats,
 # --state nats), the state file's (--state), the metrics listener's (--metrics), OAuth's (--oauth
 # on), the other commands', and the idna codec that uvloop would use for a str host
 # (net/server.py, listen_hosts).
@@ -507,6 +507,9 @@ _SERVE_LEAVES_OUT = {
     "--state": ("clientmcp_fast.state", "clientmcp_fast.generation_store", "sqlite3"),
     "--metrics": ("clientmcp_fast.metrics", "prometheus_client"),
     "--oauth": ("clientmcp_fast.net.oauth", "clientmcp_fast.core.oauth", "clientmcp_fast.core.oauth_pages"),
+    # The pure twins read requests with httptools; the compiled build with its own llhttp: it
+    # loads neither httptools nor its extension modules (_pure/http_reader.py imports it late).
+    "compiled": ("httptools", "httptools.parser", "httptools.parser.parser", "httptools.parser.url_parser"),
 }
 
 
@@ -526,6 +529,10 @@ def test_a_default_serve_imports_no_cluster_state_or_metrics_module(serve):
     imported = imported_by_serve(serve)
     assert {"clientmcp_fast.net.server", "uvloop", "msgspec"} <= imported  # the list is the real one
     assert sorted(imported & set(_SERVE_LEAVES_OUT[""])) == []
+    if "clientmcp_fast._speedups.http_reader" in imported:  # the served bridge runs compiled
+        assert sorted(imported & set(_SERVE_LEAVES_OUT["compiled"])) == []
+    else:
+        assert "httptools" in imported  # the name is real: the pure twin's /healthz read took it
 
 
 def test_the_modules_a_default_serve_leaves_out_come_with_their_options(serve, tmp_path):

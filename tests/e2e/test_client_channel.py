@@ -528,6 +528,30 @@ class TestIdle:
         bridge.assert_nothing_leaks()
 
 
+def _listed(server) -> list[tuple[int, str]]:
+    """Each listed WebSocket's place as it holds it, and its app's client ID."""
+    assert [protocol.index for protocol in server.websockets] == list(range(len(server.websockets)))
+    return [(protocol.index, protocol.session.client_id) for protocol in server.websockets]
+
+
+def test_each_websocket_holds_its_place_in_the_servers_list_as_others_close(start_bridge):
+    """`server.websockets` is a list each protocol knows its place in: a closed one's goes to the last."""
+    bridge = start_bridge()
+    apps = {client_id: open_app(bridge, client_id) for client_id in ("a", "b", "c", "d")}
+    for app in apps.values():
+        register(app)
+    assert sorted(bridge.call(_listed)) == [(0, "a"), (1, "b"), (2, "c"), (3, "d")]
+    apps.pop("b").close()
+    bridge.wait_for(lambda s: len(s.websockets) == 3)
+    assert sorted(bridge.call(_listed)) == [(0, "a"), (1, "d"), (2, "c")]
+    apps.pop("c").close()  # the last one
+    bridge.wait_for(lambda s: len(s.websockets) == 2)
+    assert sorted(bridge.call(_listed)) == [(0, "a"), (1, "d")]
+    for app in apps.values():
+        app.close()
+    bridge.assert_nothing_leaks()
+
+
 def _shrink_bridge_send_buffer(server) -> None:
     # The kernel would otherwise absorb megabytes; shrinking the bridge's socket buffer for
     # this one app makes its own write buffer fill, which is what the limits measure.
