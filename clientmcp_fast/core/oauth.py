@@ -864,14 +864,19 @@ class AuthorizationServer:
         self.tokens_issued[grant_type] += 1
         return answer
 
-    def _exchange_code(self, form: dict[str, str], now: float, generation: Callable[[str], int]) -> bytes:
+    def _presented(self, form: dict[str, str], field: str, role: str, what: str, now: float) -> dict:
+        """The claims of the credential in `field` (a code or a refresh token), issued to the form's client."""
         client = self.client(form.get("client_id"))
-        code = form.get("code")
-        if code is None:
-            raise OAuthError(INVALID_REQUEST, "code is missing")
-        claims = _claims(self._secrets, code, ROLE_OAUTH_CODE, "code", now)
+        credential = form.get(field)
+        if credential is None:
+            raise OAuthError(INVALID_REQUEST, f"{field} is missing")
+        claims = _claims(self._secrets, credential, role, what, now)
         if claims.get("cid") != client.key:
-            raise OAuthError(INVALID_GRANT, "the code was issued to another client")
+            raise OAuthError(INVALID_GRANT, f"the {what} was issued to another client")
+        return claims
+
+    def _exchange_code(self, form: dict[str, str], now: float, generation: Callable[[str], int]) -> bytes:
+        claims = self._presented(form, "code", ROLE_OAUTH_CODE, "code", now)
         redirect_uri = form.get("redirect_uri")
         if claims.get("rdg") and redirect_uri is None:
             raise OAuthError(INVALID_REQUEST, "redirect_uri is missing: the authorization request had one")
@@ -902,13 +907,7 @@ class AuthorizationServer:
         return self._tokens(claims, now)
 
     def _refresh(self, form: dict[str, str], now: float, generation: Callable[[str], int]) -> bytes:
-        client = self.client(form.get("client_id"))
-        token = form.get("refresh_token")
-        if token is None:
-            raise OAuthError(INVALID_REQUEST, "refresh_token is missing")
-        claims = _claims(self._secrets, token, ROLE_OAUTH_REFRESH, "refresh token", now)
-        if claims.get("cid") != client.key:
-            raise OAuthError(INVALID_GRANT, "the refresh token was issued to another client")
+        claims = self._presented(form, "refresh_token", ROLE_OAUTH_REFRESH, "refresh token", now)
         resource = form.get("resource")
         if resource is not None and resource != claims.get("aud"):
             raise OAuthError(INVALID_TARGET, "resource is not the one the refresh token was issued for")

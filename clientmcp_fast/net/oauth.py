@@ -97,6 +97,18 @@ def _app_of_path(path: bytes, prefix: bytes) -> str | None:
     return app_id if CLIENT_ID_PATTERN.fullmatch(app_id) else None
 
 
+def _posted(exchange: Exchange) -> bool:
+    """Whether a request to a POST-only endpoint was POSTed; a preflight or another method is answered here."""
+    method = exchange.request.method
+    if method == b"OPTIONS":
+        exchange.respond(204, _PREFLIGHT, b"")
+        return False
+    if method != b"POST":
+        exchange.respond(405, (TEXT_PLAIN, (b"allow", b"POST, OPTIONS")), b"use POST\n")
+        return False
+    return True
+
+
 class OAuthEndpoints:
     """The authorization server's endpoints and the apps' resources on the public port."""
 
@@ -185,11 +197,7 @@ class OAuthEndpoints:
 
     def _register(self, exchange: Exchange, now: float) -> None:
         request = exchange.request
-        if request.method == b"OPTIONS":
-            exchange.respond(204, _PREFLIGHT, b"")
-            return
-        if request.method != b"POST":
-            exchange.respond(405, (TEXT_PLAIN, (b"allow", b"POST, OPTIONS")), b"use POST\n")
+        if not _posted(exchange):
             return
         try:
             if _media_type(request.header(CONTENT_TYPE)) != _APPLICATION_JSON:
@@ -210,11 +218,7 @@ class OAuthEndpoints:
 
     def _token(self, exchange: Exchange, now: float) -> None:
         request = exchange.request
-        if request.method == b"OPTIONS":
-            exchange.respond(204, _PREFLIGHT, b"")
-            return
-        if request.method != b"POST":
-            exchange.respond(405, (TEXT_PLAIN, (b"allow", b"POST, OPTIONS")), b"use POST\n")
+        if not _posted(exchange):
             return
         tables = self.server.verifier.generations
         agents = tables[ROLE_AGENT] if tables is not None else {}
