@@ -43,6 +43,7 @@ RUN_BY = {
     "cluster_demo.py": "test_the_cluster_demo_serves_apps_and_agents_through_one_port",
     "scoped_token.py": "test_a_backend_mints_a_scoped_agent_token_with_pyjwt_and_with_jose",
     "scoped_token.mjs": "test_a_backend_mints_a_scoped_agent_token_with_pyjwt_and_with_jose",
+    "consent_app.py": "test_the_consent_app_lets_a_host_in_when_its_user_says_yes",
 }
 FENCE = re.compile(r"^```(\S*)[ \t]*(\S*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 WAIT = 20.0
@@ -542,3 +543,63 @@ def test_the_cluster_demo_reports_a_child_that_ends_by_itself(capsys):
     with pytest.raises(SystemExit) as exited:
         demo.wait_for("nginx did not listen", lambda: False, [nats], [])
     assert str(exited.value) == "cluster-demo: nginx did not listen: a process ended with status 0"
+
+
+# -- examples/consent_app.py: the app's user lets a host in (docs/apps.md, Consent) -------------
+
+
+def _read_until(stream, end: str) -> str:
+    """What the app printed up to and including `end` (its question has no newline after it)."""
+    text = ""
+    while not text.endswith(end):
+        char = stream.read(1)
+        assert char, f"the app ended before asking: {text!r}"
+        text += char
+    return text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("says", ["y", "n"])
+async def test_the_consent_app_lets_a_host_in_when_its_user_says_yes(start_bridge, says):
+    """The host's person opens the page, the app's user reads the request and its code on the
+    app's terminal and answers; with `y` the typed code lets the host in, with `n` it does not."""
+    import asyncio
+
+    from test_oauth_http import APP, OAuthBridge, Person, answer_of, authorize_url, free_port
+
+    port = free_port()
+    oauth = OAuthBridge(start_bridge(port=port, oauth=True, public_url=f"http://127.0.0.1:{port}"))
+    client_id = oauth.register()
+    process = subprocess.Popen(
+        [sys.executable, "examples/consent_app.py"],
+        cwd=ROOT,
+        env=environment(
+            PYTHONUNBUFFERED="1",
+            CLIENTMCP_CONNECT_URL=oauth.bridge.ws_url,
+            CLIENTMCP_CLIENT_TOKEN=oauth.bridge.token("client", APP),
+        ),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=hear_ctrl_c,
+    )
+    person = Person(oauth)
+    try:
+        assert "Connected to" in await asyncio.to_thread(process.stdout.readline)
+        await person.open(authorize_url(oauth, client_id))  # the page is shown: the app is asked
+        question = await asyncio.wait_for(asyncio.to_thread(_read_until, process.stdout, "[y/N] "), WAIT)
+        code = re.search(r"type (\S+) into the page", question).group(1)
+        assert "asks to use this app" in question and "http://127.0.0.1:33418" in question
+        process.stdin.write(says + "\n")
+        process.stdin.flush()
+        answer = answer_of(await person.type_code(code))
+        if says == "y":
+            assert set(answer) == {"code", "state", "iss"}
+        else:
+            assert answer["error"] == ["access_denied"]
+    finally:
+        await person.http.aclose()
+        process.send_signal(signal.SIGINT)
+        _, log = process.communicate(timeout=WAIT)  # closes its stdin too
+    assert process.returncode == 0 and "Traceback" not in log, log
