@@ -17,12 +17,17 @@ cdef class Call:
     cdef public object tool
     cdef public bint modern
     cdef public bint logged
+    cdef public object traceparent
+    cdef public object tracestate
+    cdef public object span
+    cdef public object progress
 
     cpdef init_call(self, bint wants_stream)
     cpdef call_result(self, result, has_result_type)
     cpdef call_error(self, text)
     cpdef call_slow(self)
     cpdef call_tick(self)
+    cpdef call_progress(self, report)
     cpdef ended(self, Py_ssize_t outcome)
     cpdef bint named_by_cancel(self, request_id, session)
 
@@ -37,3 +42,4 @@ cdef class InFlightCalls:
 
     cpdef start(self, Call call, app, now)
     cpdef finish(self, Call call)
+    cpdef stream_now(self, Call call, now)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.apps import App
+    from clientmcp_fast.core.progress import Progress, Report
     from clientmcp_fast.core.tokens import Grant
 
 # ClientMCP v1 §4.3: a call still running after a second is answered as an SSE stream, with an
@@ -40,6 +41,10 @@ class Call:
         "tool",
         "modern",
         "logged",
+        "traceparent",
+        "tracestate",
+        "span",
+        "progress",
     )
 
     def __init__(self, wants_stream: bool) -> None:
@@ -64,6 +69,13 @@ class Call:
         self.tool: object = None
         self.modern = False
         self.logged = True
+        # W3C trace context for the app (docs/protocol.md, Trace context): the agent's, or the
+        # bridge's own span's when it traces (core/tracing.py); None when there is none.
+        self.traceparent: str | None = None
+        self.tracestate: str | None = None
+        self.span: object = None  # the tracer's, when the bridge traces
+        # Where the app's progress reports go (core/progress.py); None when nobody asked for them.
+        self.progress: Progress | None = None
 
     def call_result(self, result: bytes, has_result_type: bool) -> None:
         """The app answered with this CallToolResult (JSON bytes, unchanged)."""
@@ -80,6 +92,9 @@ class Call:
     def call_tick(self) -> None:
         """Another second passed on a streamed response: send a keep-alive."""
         raise NotImplementedError
+
+    def call_progress(self, report: Report) -> None:
+        """A progress report of the app, paced by the bridge, for whoever waits (the call has a `progress`)."""
 
     def ended(self, outcome: int) -> None:
         """The bridge counted this call's end as `outcome` (an Outcome, core/outcomes.py), just before telling it."""
@@ -135,6 +150,14 @@ class InFlightCalls:
         if call.streaming:
             del self._streaming[call.seq]
 
+    def stream_now(self, call: Call, now: float) -> None:
+        """Answer `call` as a stream at once, before its second is up: it has progress to report."""
+        if not self._streaming:
+            self._next_tick = now + CALL_STREAM_TICK_SECONDS
+        call.streaming = True
+        self._streaming[call.seq] = call
+        call.call_slow()
+
     def _first_switch(self) -> Call | None:
         """The oldest call that may still switch to a stream (rare calls are skipped past)."""
         for call in self._waiting.values():
@@ -178,11 +201,7 @@ class InFlightCalls:
         for call in due:
             # An earlier call_slow may have ended this call (its agent gone): skip it then.
             if call.seq in waiting and not call.streaming:
-                if not self._streaming:
-                    self._next_tick = now + CALL_STREAM_TICK_SECONDS
-                call.streaming = True
-                self._streaming[call.seq] = call
-                call.call_slow()
+                self.stream_now(call, now)
         # The server re-arms at next_deadline(), which covers the next call that may switch.
         self._switch_armed = self._first_switch() is not None
         return expired

@@ -1,0 +1,117 @@
+"""Progress of a call in flight (docs/protocol.md, Progress): what an app reports, checked and paced for the agent.
+
+An app that registered `progress: true` may send `progress` for a call it is running. The
+agent gets `notifications/progress` when its tools/call asked for it (`_meta.progressToken`);
+otherwise the call has no `Progress` and the report is dropped. At most one report per call
+reaches the agent every PROGRESS_INTERVAL seconds; one that comes sooner waits, replaced by
+any later one, so a flood from an app costs the agent at most ten events a second and the
+bridge one pending report per call.
+"""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+
+from clientmcp_fast.core.jsonrpc import encode_json, notification
+
+# docs/limits.md, Progress: at most ten reports a second per call reach the agent.
+PROGRESS_INTERVAL = 0.1
+# docs/limits.md, Progress: a report's message, as it must fit a cluster's bus field (core/wire.py).
+MAX_PROGRESS_MESSAGE_CHARS = 1024
+
+_decode_number = msgspec.json.Decoder(float).decode
+_decode_text = msgspec.json.Decoder(str).decode
+
+
+class ProgressError(ValueError):
+    """A `progress` message the bridge refuses; the message says which member is wrong (close 4400)."""
+
+
+class Report(msgspec.Struct, frozen=True, gc=False):
+    """One progress report: how far, out of how much (if known), and a line for a person."""
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+def _number(raw: msgspec.Raw, member: str) -> float:
+    try:
+        value = _decode_number(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        raise ProgressError(f"progress: {member} must be a number") from None
+    if not math.isfinite(value):  # a number too large for a double reads as infinity
+        raise ProgressError(f"progress: {member} must be a finite number")
+    return value
+
+
+def parse_report(
+    progress: msgspec.Raw | msgspec.UnsetType,
+    total: msgspec.Raw | msgspec.UnsetType,
+    message: msgspec.Raw | msgspec.UnsetType,
+) -> Report:
+    """The report of a `progress` message's members, each as sent; raises `ProgressError`."""
+    if progress is msgspec.UNSET:
+        raise ProgressError("progress: progress is missing")
+    value = _number(progress, "progress")
+    out_of = None if total is msgspec.UNSET else _number(total, "total")
+    text = None
+    if message is not msgspec.UNSET:
+        try:
+            text = _decode_text(message)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            raise ProgressError("progress: message must be a string") from None
+        if len(text) > MAX_PROGRESS_MESSAGE_CHARS:
+            raise ProgressError(f"progress: message over {MAX_PROGRESS_MESSAGE_CHARS} characters")
+    return Report(value, out_of, text)
+
+
+class Progress:
+    """One call's progress toward its agent: its token, the last report sent, and the one waiting."""
+
+    __slots__ = ("token", "last", "next_at", "pending")
+
+    def __init__(self, token: bytes | None) -> None:
+        # The agent's progressToken as JSON; None on an app's instance for a call forwarded from
+        # another, whose agent's instance holds the token (docs/scaling.md, Progress).
+        self.token = token
+        self.last = -math.inf  # MCP: each notification's progress is greater than the one before
+        self.next_at = -math.inf  # when the next report may go
+        self.pending: Report | None = None  # came too soon; replaced by any later one
+
+    def take(self, report: Report, now: float) -> bool:
+        """Whether `report` goes now; if it is newer but early, it waits as `pending`; if not newer, it is dropped."""
+        if not report.progress > self.last:
+            return False
+        self.last = report.progress
+        if now < self.next_at:
+            self.pending = report
+            return False
+        self.next_at = now + PROGRESS_INTERVAL
+        return True
+
+    def due(self, now: float) -> Report | None:
+        """The pending report, if its time has come; it is then the last sent."""
+        report = self.pending
+        if report is None or now < self.next_at:
+            return None
+        self.pending = None
+        self.next_at = now + PROGRESS_INTERVAL
+        return report
+
+    def flush(self) -> Report | None:
+        """The pending report, sent whatever the time: the call is answered next, so it is the last one."""
+        report, self.pending = self.pending, None
+        return report
+
+
+def progress_notification(token: bytes, report: Report) -> bytes:
+    """`notifications/progress` for an agent (MCP basic/utilities/progress), its token as the agent sent it."""
+    params = {"progressToken": msgspec.Raw(token), "progress": report.progress}
+    if report.total is not None:
+        params["total"] = report.total
+    if report.message is not None:
+        params["message"] = report.message
+    return notification("notifications/progress", encode_json(params))
