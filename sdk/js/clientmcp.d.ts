@@ -11,6 +11,8 @@ export declare const PING: '{"type":"ping"}';
 export declare const RISK_META: "io.github.clientmcp/risk";
 /** The largest message either side sends: 4 MiB (ClientMCP v1 §3.2). */
 export declare const MAX_MESSAGE_BYTES: number;
+/** The longest message a progress report carries, in characters (code points): 1024. */
+export declare const MAX_PROGRESS_MESSAGE_CHARS: 1024;
 
 /** How much a tool's action matters, on the app's own scale. */
 export type Risk = "observe" | "operate" | "manage" | "transact";
@@ -124,6 +126,34 @@ export interface ClientMCPOptions {
   random?: () => number;
   /** The WebSocket class (globalThis.WebSocket). */
   WebSocket?: WebSocketClass;
+  /** OpenTelemetry: each call's handler runs in a span `execute_tool <name>`, a child of the agent's trace when the call carries one. */
+  tracing?: TracingOptions | null;
+}
+
+/**
+ * What the client uses of the `@opentelemetry/api` module (it imports nothing itself): pass
+ * the module, `import * as api from "@opentelemetry/api"`.
+ */
+export interface OpenTelemetryAPI {
+  trace: {
+    getTracer(name: string, version?: string): Tracer;
+    setSpanContext(context: any, spanContext: any): any;
+    isSpanContextValid(spanContext: any): boolean;
+  };
+  ROOT_CONTEXT: unknown;
+  SpanKind: { INTERNAL: number };
+  SpanStatusCode: { ERROR: number };
+  createTraceState(rawTraceState?: string): unknown;
+}
+/** An OpenTelemetry Tracer: the client calls `startActiveSpan(name, options, context, fn)`. */
+export interface Tracer {
+  startActiveSpan(...args: any[]): any;
+}
+export interface TracingOptions {
+  /** The `@opentelemetry/api` module. */
+  api: OpenTelemetryAPI;
+  /** The tracer the spans come from (`api.trace.getTracer("clientmcp")`). */
+  tracer?: Tracer;
 }
 
 /** An OAuth client asks to use this app's tools (the bridge's `authorize`): show it to the user, with the code. */
@@ -144,6 +174,17 @@ export type AuthorizeHandler = (request: AuthorizeRequest) => boolean | Promise<
 export interface CallContext {
   /** Aborts when the bridge cancels the call (the agent gave up, or it timed out) or the connection ends. */
   signal: AbortSignal;
+  /**
+   * Tell the agent how far the call is: `progress` greater each time, out of `total` if known, with
+   * a `message` of at most 1024 characters. The bridge passes at most 10 a second on (the latest
+   * wins) to an agent that asked; nothing once the call ended. A wrong argument throws TypeError
+   * (a message too long, RangeError).
+   */
+  report(progress: number, total?: number, message?: string): void;
+  /** The W3C `traceparent` of the agent's request (or of the bridge's span), or null. */
+  traceparent: string | null;
+  /** The W3C `tracestate` that came with `traceparent`, or null. */
+  tracestate: string | null;
 }
 
 /**

@@ -6,7 +6,7 @@
 //   import { ClientMCP, completed } from "./clientmcp.js";
 //   const mcp = new ClientMCP({ url: "ws://127.0.0.1:8080/connect", token });
 //   mcp.expose("add_todo", { description: "Add a todo", inputSchema, risk: "operate",
-//                            handler: ({ title }, { signal }) => todos.add(title) });
+//                            handler: ({ title }, { signal, report }) => todos.add(title) });
 //   await mcp.connect();
 
 export const SUBPROTOCOL = "clientmcp.v1";
@@ -114,8 +114,46 @@ export function errorResult(error) {
 }
 
 const CLOSE_TIMEOUT_MS = 5000; // close(): how long the closing handshake may take
+// docs/protocol.md, Progress: the bridge closes with 4400 over a longer message, counted in
+// code points as it counts them.
+export const MAX_PROGRESS_MESSAGE_CHARS = 1024;
 const TOO_LARGE = "The result is too large to deliver (over 4 MiB).";
 const utf8 = new TextEncoder();
+
+/** A handler's outcome as a CallToolResult: what it returns, or the tool error of what it throws (told to `thrown`). */
+async function settle(run, thrown) {
+  try {
+    return asResult(await run());
+  } catch (error) {
+    thrown?.(error);
+    return errorResult(error);
+  }
+}
+
+/** Throw if `report(progress, total, message)` has an argument the bridge would refuse with 4400. */
+function checkReport(progress, total, message) {
+  if (!Number.isFinite(progress)) throw new TypeError("report: progress must be a finite number");
+  if (total !== undefined && !Number.isFinite(total)) throw new TypeError("report: total must be a finite number or undefined");
+  if (message === undefined) return;
+  if (typeof message !== "string") throw new TypeError("report: message must be a string or undefined");
+  if (message.length > MAX_PROGRESS_MESSAGE_CHARS && [...message].length > MAX_PROGRESS_MESSAGE_CHARS) {
+    throw new RangeError(`report: message over ${MAX_PROGRESS_MESSAGE_CHARS} characters`);
+  }
+}
+
+// W3C Trace Context: version (not ff), trace id, parent id, flags; a later version may add fields.
+const TRACEPARENT = /^(?!ff)[\da-f]{2}-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})(-|$)/;
+
+/** The OpenTelemetry context a call's span starts in: the agent's (or the bridge's) span as a remote parent, else none. */
+function parentContext(api, traceparent, tracestate) {
+  const found = TRACEPARENT.exec(traceparent ?? "");
+  if (found) {
+    const parent = { traceId: found[1], spanId: found[2], traceFlags: parseInt(found[3], 16), isRemote: true };
+    if (tracestate !== null) parent.traceState = api.createTraceState(tracestate);
+    if (api.trace.isSpanContextValid(parent)) return api.trace.setSpanContext(api.ROOT_CONTEXT, parent);
+  }
+  return api.ROOT_CONTEXT;
+}
 
 // -- the client ----------------------------------------------------------------------------
 
@@ -138,6 +176,9 @@ export class ClientMCP extends EventTarget {
    *   the wait starts over from the first only after a connection stayed registered the longest wait
    * @param {{now(): number, setTimeout: Function, clearTimeout: Function}} [options.clock] for tests
    * @param {() => number} [options.random] in [0, 1), for the backoff's jitter (Math.random)
+   * @param {{api: object, tracer?: object}} [options.tracing] OpenTelemetry: `api` is the
+   *   `@opentelemetry/api` module; each call's handler runs in a span of `tracer`
+   *   (`api.trace.getTracer("clientmcp")`), a child of the agent's trace when the call carries one
    * @param {typeof WebSocket} [options.WebSocket] the WebSocket class (globalThis.WebSocket)
    */
   constructor({
@@ -151,11 +192,15 @@ export class ClientMCP extends EventTarget {
     backoff = [500, 30000],
     clock,
     random = Math.random,
+    tracing = null,
     WebSocket: Socket = globalThis.WebSocket,
   } = {}) {
     super();
     if (typeof url !== "string") throw new TypeError("url must be the bridge's ws:// or wss:// URL");
     if (typeof token !== "string" && typeof token !== "function") throw new TypeError("token must be a string or a function");
+    if (tracing !== null && typeof tracing?.api?.trace?.getTracer !== "function") {
+      throw new TypeError("tracing.api must be the @opentelemetry/api module");
+    }
     this.url = url;
     this.instructions = instructions;
     this.pingInterval = pingInterval;
@@ -185,6 +230,7 @@ export class ClientMCP extends EventTarget {
     this._waiters = []; // connect() calls waiting for the first registered
     this._run = 0; // counts connect() calls that started attempts: an attempt of an older one stops
     this._onAuthorize = onAuthorize;
+    this._tracing = tracing && { api: tracing.api, tracer: tracing.tracer ?? tracing.api.trace.getTracer("clientmcp") };
   }
 
   /**
@@ -232,9 +278,12 @@ export class ClientMCP extends EventTarget {
     return this;
   }
 
-  /** The register message declaring the current tool set (ClientMCP v1 §3.2). */
+  /**
+   * The register message declaring the current tool set (ClientMCP v1 §3.2), and that this app
+   * sends `progress` and takes trace context (docs/protocol.md): a v1 bridge ignores both.
+   */
   registerMessage() {
-    const message = { type: "register", tools: [...this.tools.values()].map((tool) => tool.definition) };
+    const message = { type: "register", tools: [...this.tools.values()].map((tool) => tool.definition), progress: true, trace: true };
     if (this.instructions !== undefined && this.instructions !== null) message.instructions = this.instructions;
     if (typeof this._onAuthorize === "function") message.consent = true;
     return JSON.stringify(message);
@@ -503,7 +552,7 @@ export class ClientMCP extends EventTarget {
         }
       }
     } else if (message.type === "call") {
-      this._answer(conn, message.id, message.name, message.arguments ?? {});
+      this._answer(conn, message);
     } else if (message.type === "cancel") {
       const call = conn.calls.get(message.id);
       if (call) {
@@ -537,19 +586,26 @@ export class ClientMCP extends EventTarget {
     this._send(conn, JSON.stringify({ type: "consent", id: message.id, allow }));
   }
 
-  async _answer(conn, id, name, args) {
+  async _answer(conn, { id, name, arguments: args, traceparent, tracestate }) {
     const tool = this.tools.get(name);
     const controller = new AbortController();
     conn.calls.set(id, controller);
+    const context = {
+      signal: controller.signal,
+      traceparent: typeof traceparent === "string" ? traceparent : null,
+      tracestate: typeof tracestate === "string" ? tracestate : null,
+      report: (progress, total, message) => {
+        checkReport(progress, total, message);
+        if (conn.calls.get(id) !== controller) return; // answered, cancelled, or the connection ended
+        this._send(conn, JSON.stringify({ type: "progress", id, progress, total, message }));
+      },
+    };
     let result;
     if (!tool) {
       result = textResult(`Unknown tool: ${name}`, { isError: true });
     } else {
-      try {
-        result = asResult(await tool.handler(args, { signal: controller.signal }));
-      } catch (error) {
-        result = errorResult(error);
-      }
+      const run = () => tool.handler(args ?? {}, context);
+      result = await (this._tracing ? this._traced(name, context, run) : settle(run));
     }
     if (controller.signal.aborted || conn.calls.get(id) !== controller) return; // cancelled: no result wanted
     conn.calls.delete(id);
@@ -563,5 +619,28 @@ export class ClientMCP extends EventTarget {
       payload = JSON.stringify({ type: "result", id, result: textResult(TOO_LARGE, { isError: true }) });
     }
     this._send(conn, payload);
+  }
+
+  /** Run a handler in an OpenTelemetry span, execute_tool, that ends with it; its result as settle() gives it. */
+  _traced(name, context, run) {
+    const { api, tracer } = this._tracing;
+    const attributes = { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "mcp.method.name": "tools/call" };
+    const parent = parentContext(api, context.traceparent, context.tracestate);
+    return tracer.startActiveSpan(`execute_tool ${name}`, { kind: api.SpanKind.INTERNAL, attributes }, parent, async (span) => {
+      try {
+        let thrown = null; // what the handler threw, as an Error; else a tool error is one it returned
+        const result = await settle(run, (error) => {
+          thrown = error instanceof Error ? error : new Error(String(error));
+          span.recordException(thrown);
+        });
+        if (result.isError === true) {
+          span.setAttribute("error.type", thrown ? thrown.name : "tool_error");
+          span.setStatus({ code: api.SpanStatusCode.ERROR, message: thrown?.message });
+        }
+        return result;
+      } finally {
+        span.end();
+      }
+    });
   }
 }

@@ -201,3 +201,38 @@ export class RecordingSocket extends WebSocket {
     return super.onmessage;
   }
 }
+
+/**
+ * A WebSocket with no bridge behind it, for what the client sends and does without one: it opens
+ * at once, records what the client sends, and the test plays the bridge with receive().
+ */
+export class FakeSocket {
+  static all = [];
+
+  constructor(url, protocols) {
+    this.url = url;
+    this.protocols = protocols;
+    this.sent = [];
+    this.onopen = this.onmessage = this.onerror = this.onclose = null;
+    FakeSocket.all.push(this);
+    queueMicrotask(() => this.onopen?.({}));
+  }
+
+  send(data) {
+    this.sent.push(data);
+  }
+
+  close(code = 1005, reason = "") {
+    queueMicrotask(() => this.onclose?.({ code, reason }));
+  }
+
+  /** A message from the bridge: an object is sent as its JSON. */
+  receive(message) {
+    this.onmessage?.({ data: typeof message === "string" ? message : JSON.stringify(message) });
+  }
+
+  /** What the client sent, parsed. */
+  messages() {
+    return this.sent.map((text) => JSON.parse(text));
+  }
+}

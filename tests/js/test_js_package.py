@@ -153,6 +153,14 @@ def test_the_declarations_type_check_a_typed_app():
     assert len(re.findall(r"@ts-expect-error", TYPED_APP.read_text())) >= 5
 
 
+def test_the_tracing_option_takes_the_opentelemetry_api_as_its_types_have_it():
+    """The module `@opentelemetry/api` and its tracers fit the declarations, which name neither (no import)."""
+    typed = ROOT / "tests" / "js" / "package" / "tracing.ts"
+    need(ROOT / "node_modules" / "@opentelemetry" / "api")
+    run([need(BIN / "tsc"), *TSC, typed], ROOT)
+    assert len(re.findall(r"@ts-expect-error", typed.read_text())) >= 1
+
+
 def test_what_is_declared_is_what_the_module_exports():
     """Every export and every public member of ClientMCP, declared and at run time, the same."""
     found = json.loads(run([need(NODE), "declared.mjs", SDK], ROOT / "tests" / "js" / "package").stdout)

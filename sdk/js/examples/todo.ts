@@ -40,12 +40,16 @@ export function startTodos(url: string, fetchToken: () => Promise<string>): Clie
     description: "Mail the list",
     risk: "transact",
     annotations: { openWorldHint: true },
-    handler: async (args: { to: string }, { signal }) => {
+    handler: async (args: { to: string }, { signal, report, traceparent }) => {
       // A handler that waits listens to its signal: a cancelled call's result is never sent.
       await new Promise<void>((resolve, reject) => {
         const timer = setTimeout(resolve, 10);
         signal.addEventListener("abort", () => (clearTimeout(timer), reject(signal.reason)));
       });
+      // A long one tells the agent how far it is; the trace context is the agent's, or null.
+      report(1, 2, `Mailing to ${args.to}`);
+      const trace: string | null = traceparent;
+      if (trace !== null) console.log(`mailing as part of trace ${trace.split("-")[1]}`);
       return accepted(`mail-${todos.length}`, `Mailing ${todos.length} todos to ${args.to}.`, { count: todos.length });
     },
   });
@@ -75,3 +79,7 @@ mcp.state = "online";
 new ClientMCP({ url: "ws://127.0.0.1:8080/connect", token: 42 });
 // @ts-expect-error the timeout is in milliseconds, a number
 mcp.connect({ timeout: "10s" });
+// @ts-expect-error progress is a number (a TypeError at run time)
+mcp.expose("half", { handler: (args, { report }) => report("half") });
+// @ts-expect-error tracing takes the @opentelemetry/api module, not a tracer alone
+new ClientMCP({ url: "ws://127.0.0.1:8080/connect", token: "eyJ...", tracing: { tracer: { startActiveSpan: () => 1 } } });
