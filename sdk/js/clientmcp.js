@@ -201,6 +201,9 @@ export class ClientMCP extends EventTarget {
     if (tracing !== null && typeof tracing?.api?.trace?.getTracer !== "function") {
       throw new TypeError("tracing.api must be the @opentelemetry/api module");
     }
+    if (tracing?.tracer !== undefined && typeof tracing.tracer?.startActiveSpan !== "function") {
+      throw new TypeError("tracing.tracer must be an OpenTelemetry Tracer");
+    }
     this.url = url;
     this.instructions = instructions;
     this.pingInterval = pingInterval;

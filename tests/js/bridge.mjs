@@ -122,12 +122,43 @@ export class Bridge {
     return answer.result;
   }
 
+  /**
+   * One JSON-RPC request as an agent of `id` that takes an SSE answer (Accept names both), with
+   * extra `headers`: the fetch Response, for sseMessages() to read as it comes.
+   */
+  request(id, method, params = {}, headers = {}) {
+    return fetch(this.mcpUrl, {
+      method: "POST",
+      headers: {
+        Authorization: `Bearer ${mint("agent", id)}`,
+        "Content-Type": "application/json",
+        Accept: "application/json, text/event-stream",
+        ...headers,
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+    });
+  }
+
   call(id, name, args = {}, options) {
     return this.rpc(id, "tools/call", { name, arguments: args }, options);
   }
 
   async toolNames(id) {
     return (await this.rpc(id, "tools/list")).tools.map((tool) => tool.name);
+  }
+}
+
+/** The JSON-RPC messages of an SSE answer, each as soon as its event has come. */
+export async function* sseMessages(response) {
+  let buffer = "";
+  for await (const chunk of response.body.pipeThrough(new TextDecoderStream())) {
+    buffer += chunk.replaceAll("\r\n", "\n");
+    for (let end = buffer.indexOf("\n\n"); end !== -1; end = buffer.indexOf("\n\n")) {
+      const lines = buffer.slice(0, end).split("\n");
+      buffer = buffer.slice(end + 2);
+      const data = lines.filter((line) => line.startsWith("data:")).map((line) => line.slice(5).replace(/^ /, ""));
+      if (data.length) yield JSON.parse(data.join("\n")); // a comment alone (a keep-alive) is no message
+    }
   }
 }
 

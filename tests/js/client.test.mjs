@@ -6,6 +6,9 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 
+import * as api from "@opentelemetry/api";
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+
 import {
   ClientMCP,
   PING,
@@ -15,7 +18,7 @@ import {
   noReconnectReason,
   rejected,
 } from "../../sdk/js/clientmcp.js";
-import { Bridge, FakeClock, RecordingSocket, freePort, waitFor } from "./bridge.mjs";
+import { Bridge, FakeClock, RecordingSocket, freePort, sseMessages, waitFor } from "./bridge.mjs";
 
 let bridge;
 before(async () => {
@@ -564,5 +567,105 @@ test("connect() again after close(), while a token function runs, opens one conn
   await sleep(100); // a stray first attempt would have connected and replaced this one by now
   assert.equal(RecordingSocket.all.length, 1);
   assert.equal(mcp.state, "online");
+  await mcp.close();
+});
+
+// -- progress and trace context (docs/protocol.md, Progress; docs/protocol.md, Trace context) --
+// The agent is plain fetch, no SDK: its tools/call asks for progress with _meta.progressToken
+// and carries W3C trace context in the traceparent and tracestate headers.
+
+const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_ID = "00f067aa0ba902b7";
+const TRACEPARENT = `00-${TRACE_ID}-${PARENT_ID}-01`;
+const TRACESTATE = "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE";
+
+test("progress: the agent gets the handler's reports on the SSE answer, in order, and the handler its traceparent", async () => {
+  const id = newId();
+  const mcp = new ClientMCP({ url: bridge.connectUrl, token: bridge.token("client", id) });
+  let heard; // the first report reached the agent: the handler goes on
+  const agentHeard = new Promise((resolve) => (heard = resolve));
+  let context;
+  mcp.expose("copy", {
+    handler: async (args, given) => {
+      context = given;
+      given.report(1, 3, "Copying 1 of 3");
+      await agentHeard; // the answer is a stream from the first report, not after the result
+      await sleep(150); // past the bridge's pace of ten reports a second, so none is coalesced
+      given.report(2, 3, "Copying 2 of 3");
+      await sleep(150);
+      given.report(3, 3);
+      return "copied";
+    },
+  });
+  await mcp.connect();
+  const response = await bridge.request(
+    id,
+    "tools/call",
+    { name: "copy", arguments: {}, _meta: { progressToken: "copy-1" } },
+    { traceparent: TRACEPARENT, tracestate: TRACESTATE },
+  );
+  assert.equal(response.status, 200);
+  assert.match(response.headers.get("content-type"), /^text\/event-stream/);
+  const messages = [];
+  for await (const message of sseMessages(response)) {
+    messages.push(message);
+    if (messages.length === 1) heard();
+  }
+  assert.deepEqual(messages, [
+    { jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: "copy-1", progress: 1, total: 3, message: "Copying 1 of 3" } },
+    { jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: "copy-1", progress: 2, total: 3, message: "Copying 2 of 3" } },
+    { jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: "copy-1", progress: 3, total: 3 } },
+    { jsonrpc: "2.0", id: 1, result: { content: [{ type: "text", text: "copied" }] } },
+  ]);
+  assert.equal(context.traceparent, TRACEPARENT);
+  assert.equal(context.tracestate, TRACESTATE);
+  context.report(4); // the call ended: nothing is sent, and the connection stays
+  await sleep(100);
+  assert.equal(mcp.state, "online");
+  await mcp.close();
+});
+
+test("progress: without a progressToken or trace context the agent gets a plain answer, and the handler null", async () => {
+  const id = newId();
+  const mcp = new ClientMCP({ url: bridge.connectUrl, token: bridge.token("client", id) });
+  let context;
+  mcp.expose("copy", {
+    handler: (args, given) => {
+      context = given;
+      given.report(1, 2, "half"); // dropped by the bridge: nobody asked
+      return "copied";
+    },
+  });
+  await mcp.connect();
+  const response = await bridge.request(id, "tools/call", { name: "copy", arguments: {} }, { Accept: "application/json" });
+  assert.deepEqual(await response.json(), { jsonrpc: "2.0", id: 1, result: { content: [{ type: "text", text: "copied" }] } });
+  assert.equal(context.traceparent, null);
+  assert.equal(context.tracestate, null);
+  await mcp.close();
+});
+
+test("tracing: the handler's span is a child of the agent's, through a real bridge", async () => {
+  const exporter = new InMemorySpanExporter();
+  const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer("todo-app");
+  const id = newId();
+  const mcp = new ClientMCP({ url: bridge.connectUrl, token: bridge.token("client", id), tracing: { api, tracer } });
+  mcp.expose("look", { handler: () => "seen" });
+  mcp.expose("refuse", { handler: () => rejected("denied", "no") });
+  await mcp.connect();
+  for (const name of ["look", "refuse"]) {
+    const response = await bridge.request(id, "tools/call", { name, arguments: {} }, { traceparent: TRACEPARENT, tracestate: TRACESTATE, Accept: "application/json" });
+    assert.equal((await response.json()).id, 1);
+  }
+  const [look, refuse] = exporter.getFinishedSpans();
+  assert.equal(look.name, "execute_tool look");
+  assert.equal(look.spanContext().traceId, TRACE_ID);
+  assert.equal(look.parentSpanContext.spanId, PARENT_ID);
+  assert.equal(look.parentSpanContext.isRemote, true);
+  assert.equal(look.spanContext().traceState.serialize(), TRACESTATE);
+  assert.equal(look.status.code, api.SpanStatusCode.UNSET);
+  assert.equal(refuse.name, "execute_tool refuse");
+  assert.equal(refuse.parentSpanContext.spanId, PARENT_ID);
+  assert.equal(refuse.status.code, api.SpanStatusCode.ERROR);
+  assert.equal(refuse.attributes["error.type"], "tool_error");
   await mcp.close();
 });

@@ -309,7 +309,7 @@ test("tracing: a call without a valid traceparent gets a span of its own, a new 
   await mcp.close();
 });
 
-test("tracing: what is not the OpenTelemetry API is refused at construction", () => {
+test("tracing: what is not the OpenTelemetry API or a tracer is refused at construction", () => {
   const refused = { empty: {}, "api {}": { api: {} }, "no getTracer": { api: { trace: {} } }, string: "otel", "a tracer alone": { tracer: provider.getTracer("x") } };
   for (const [what, tracing] of Object.entries(refused)) {
     assert.throws(
@@ -318,5 +318,12 @@ test("tracing: what is not the OpenTelemetry API is refused at construction", ()
       what,
     );
   }
+  for (const tracer of [null, provider, {}]) {
+    assert.throws(
+      () => new ClientMCP({ url: "ws://bridge.test/connect", token: "t", tracing: { api, tracer } }),
+      (error) => error instanceof TypeError && error.message === "tracing.tracer must be an OpenTelemetry Tracer",
+    );
+  }
   assert.doesNotThrow(() => new ClientMCP({ url: "ws://bridge.test/connect", token: "t", tracing: null }));
+  assert.doesNotThrow(() => new ClientMCP({ url: "ws://bridge.test/connect", token: "t", tracing: { api, tracer: undefined } }));
 });
