@@ -123,7 +123,7 @@ def call_with_token(http: Any, bridge: Any, token: Any, request_id: Any = 1) -> 
 
 
 async def test_a_flood_is_paced_to_ten_a_second_and_ends_with_the_latest(bridge):
-    """10,000 reports in a burst reach the agent as at most eleven events, increasing, the last just before the answer."""
+    """10,000 reports in a burst reach the agent as at most eleven events, increasing, the last before the answer."""
 
     async def flood(ws: Any, call: dict[str, Any]) -> None:
         for step in range(1, 10_001):
