@@ -268,6 +268,7 @@ def test_the_notes_app_answers_as_docs_apps_md_says(start_bridge):
         } == {
             "list_notes": ("observe", {"readOnlyHint": True}),
             "read_note": ("observe", {"readOnlyHint": True}),
+            "search_notes": ("observe", {"readOnlyHint": True}),
             "write_note": ("operate", {"readOnlyHint": False, "destructiveHint": False}),
             "delete_note": ("manage", {"destructiveHint": True, "idempotentHint": True}),
             "mail_notes": (
@@ -284,6 +285,10 @@ def test_the_notes_app_answers_as_docs_apps_md_says(start_bridge):
             "structuredContent": {"status": "completed", "name": "eggs"},
         }
         assert call("read_note", name="eggs") == {"content": [{"type": "text", "text": "Buy a dozen"}]}
+        assert call("search_notes", text="dozen") == {
+            "content": [{"type": "text", "text": '{"names": ["eggs"]}'}],
+            "structuredContent": {"names": ["eggs"]},
+        }
         assert call("list_notes") == {
             "content": [{"type": "text", "text": '{"names": ["eggs"]}'}],
             "structuredContent": {"names": ["eggs"]},
@@ -305,7 +310,7 @@ def test_the_notes_app_answers_as_docs_apps_md_says(start_bridge):
             "isError": True,
         }
     # logging.basicConfig's format (LEVEL:logger:message) of what the library says.
-    assert f"INFO:clientmcp.client:connected to {bridge.ws_url}; registering 5 tools\n" in app.log
+    assert f"INFO:clientmcp.client:connected to {bridge.ws_url}; registering 6 tools\n" in app.log
     assert (
         f"INFO:clientmcp.client:connection to {bridge.ws_url} closed with 1000 (a normal close)\n" in app.log
     )
