@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 import websockets
+from agents import MODERN, nothing_leaks, online_app, sdk_agent
+from mcp.types import TextContent
 from websockets.asyncio.server import serve
 
 from clientmcp_fast import client as client_module
@@ -92,7 +94,7 @@ async def _echo(arguments: dict) -> str:
 
 
 async def test_the_register_declares_progress_and_trace():
-    """Always, whatever else it declares: a bridge before BRIDGE.md §10 ignores both members."""
+    """Always, whatever else it declares: a bridge without these extensions ignores both (ClientMCP v1 §3.2)."""
     async with connected({"echo": _echo}) as (bridge, app):
         expected = (
             '{"type":"register","tools":[{"name":"echo","inputSchema":{"type":"object"}}],'
@@ -521,3 +523,97 @@ def test_importing_the_library_imports_no_opentelemetry():
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=WAIT, check=True
     )
     assert done.stdout == "[]\n"
+
+
+# -- against a real bridge, with the official `mcp` SDK as the agent -------------------------------
+
+ERAS = ["legacy", MODERN]
+
+
+async def _steps(arguments: dict, call: ToolCall) -> str:
+    """Reports `steps` steps, `pause` seconds apart, then answers."""
+    for step in range(1, arguments["steps"] + 1):
+        await call.report(step, arguments["steps"], f"step {step}")
+        await asyncio.sleep(arguments["pause"])
+    return f"{arguments['steps']} steps"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_agent_hears_the_handlers_reports_in_order(bridge, mode):
+    """`call.report` reaches the SDK's progress_callback; reports further apart than the bridge's pace all do."""
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    async with online_app(bridge, "py", {"steps": _steps}), sdk_agent(bridge, "py", mode) as client:
+        result = await client.call_tool("steps", {"steps": 4, "pause": 0.15}, progress_callback=progress)
+        assert text_of(result) == "4 steps"
+        sent = [(float(step), 4.0, f"step {step}") for step in range(1, 5)]
+        await _until(lambda: heard[-1:] == sent[-1:])
+        # Each at least 100 ms after the one before; a busy machine may still bring two closer.
+        assert heard == [report for report in sent if report in heard]
+        assert len(heard) >= 2
+    await nothing_leaks(bridge)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_burst_of_reports_reaches_the_agent_as_its_latest(bridge, mode):
+    """A handler reporting as fast as it can: the agent hears fewer, in order, and the last one before the result."""
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    async with online_app(bridge, "py", {"steps": _steps}), sdk_agent(bridge, "py", mode) as client:
+        result = await client.call_tool("steps", {"steps": 50, "pause": 0}, progress_callback=progress)
+        assert text_of(result) == "50 steps"
+        await _until(lambda: heard[-1:] == [(50.0, 50.0, "step 50")])
+        assert len(heard) < 50
+        assert [step for step, _, _ in heard] == sorted({step for step, _, _ in heard})
+        # Without a progressToken the reports go nowhere, and the call is answered as ever.
+        assert text_of(await client.call_tool("steps", {"steps": 3, "pause": 0})) == "3 steps"
+    await nothing_leaks(bridge)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_agents_trace_context_reaches_the_handler_and_its_span(bridge, mode, spans):
+    """The trace context of the agent's tools/call is the parent of the handler's span, through the bridge."""
+    sent: list[dict] = []
+    seen: list[tuple[str | None, str | None]] = []
+
+    async def remember(request: Any) -> None:
+        body = json.loads(request.content or b"{}")
+        if body.get("method") == "tools/call":
+            sent.append(body["params"].get("_meta", {}))
+
+    async def look(arguments: dict, call: ToolCall) -> str:
+        seen.append((call.traceparent, call.tracestate))
+        return "looked"
+
+    meta = {"traceparent": TRACEPARENT, "tracestate": TRACESTATE}
+    async with (
+        online_app(bridge, "py", {"look": look}),
+        sdk_agent(bridge, "py", mode, event_hooks={"request": [remember]}) as client,
+    ):
+        assert text_of(await client.call_tool("look", {}, meta=meta)) == "looked"
+    # The SDK puts its own span's context there when its tracer records: whichever was sent arrives.
+    (sent_meta,) = sent
+    assert seen == [(sent_meta["traceparent"], sent_meta.get("tracestate"))]
+    _, trace_id, parent_id, _ = sent_meta["traceparent"].split("-")
+    (span,) = [span for span in spans.get_finished_spans() if span.name == "execute_tool look"]
+    assert (f"{span.context.trace_id:032x}", f"{span.parent.span_id:016x}") == (trace_id, parent_id)
+    await nothing_leaks(bridge)
+
+
+def text_of(result: Any) -> str:
+    (block,) = result.content
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def _until(predicate: Any) -> None:
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "never heard"
+        await asyncio.sleep(0.01)
