@@ -632,13 +632,12 @@ export class ClientMCP extends EventTarget {
     return tracer.startActiveSpan(`execute_tool ${name}`, { kind: api.SpanKind.INTERNAL, attributes }, parent, async (span) => {
       try {
         let thrown = null; // what the handler threw, as an Error; else a tool error is one it returned
-        const result = await settle(run, (error) => {
-          thrown = error instanceof Error ? error : new Error(String(error));
-          span.recordException(thrown);
-        });
-        if (result.isError === true) {
+        const result = await settle(run, (error) => (thrown = error instanceof Error ? error : new Error(String(error))));
+        // A cancelled call, or one whose connection ended, is no error of the tool's.
+        if (result.isError === true && !context.signal.aborted) {
+          if (thrown) span.recordException(thrown);
           span.setAttribute("error.type", thrown ? thrown.name : "tool_error");
-          span.setStatus({ code: api.SpanStatusCode.ERROR, message: thrown?.message });
+          span.setStatus({ code: api.SpanStatusCode.ERROR, message: thrown ? result.content[0].text : undefined });
         }
         return result;
       } finally {

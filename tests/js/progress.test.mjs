@@ -268,17 +268,44 @@ test("tracing: a tool error and a throw end the span with status ERROR", async (
   assert.deepEqual(spans.refuse.status, { code: api.SpanStatusCode.ERROR });
   assert.equal(spans.refuse.attributes["error.type"], "tool_error");
   assert.deepEqual(spans.refuse.events, []);
-  assert.deepEqual(spans.fail.status, { code: api.SpanStatusCode.ERROR, message: "too far" });
+  assert.deepEqual(spans.fail.status, { code: api.SpanStatusCode.ERROR, message: "RangeError: too far" }); // the tool error's text
   assert.equal(spans.fail.attributes["error.type"], "RangeError");
   assert.equal(spans.fail.events[0].name, "exception");
   assert.equal(spans.fail.events[0].attributes["exception.type"], "RangeError");
   assert.equal(spans.fail.events[0].attributes["exception.message"], "too far");
-  assert.deepEqual(spans.failOdd.status, { code: api.SpanStatusCode.ERROR, message: "a string" });
+  assert.deepEqual(spans.failOdd.status, { code: api.SpanStatusCode.ERROR, message: "Error: a string" });
   assert.equal(spans.failOdd.attributes["error.type"], "Error");
   assert.equal(spans.failOdd.instrumentationScope.name, "clientmcp"); // the default tracer
   for (const span of Object.values(spans)) assert.equal(span.parentSpanContext.spanId, PARENT_ID);
   // The agent still gets the results it would without tracing.
   assert.deepEqual(await resultOf(socket, "fail"), { content: [{ type: "text", text: "RangeError: too far" }], isError: true });
+  await mcp.close();
+});
+
+test("tracing: a cancelled call's span ends when its handler does, with no error", async () => {
+  exporter.reset();
+  let started;
+  const running = new Promise((resolve) => (started = resolve));
+  const { mcp, socket } = await online(
+    {
+      wait: (args, { signal }) =>
+        new Promise((resolve, reject) => {
+          signal.addEventListener("abort", () => reject(signal.reason));
+          started();
+        }),
+    },
+    { tracing: { api } },
+  );
+  socket.receive({ type: "call", id: "c1", name: "wait", arguments: {}, traceparent: TRACEPARENT });
+  await running;
+  socket.receive({ type: "cancel", id: "c1" });
+  await waitFor(() => exporter.getFinishedSpans().length === 1, 5000, "the span ended");
+  const [span] = exporter.getFinishedSpans();
+  assert.deepEqual(span.status, { code: api.SpanStatusCode.UNSET });
+  assert.equal(span.attributes["error.type"], undefined);
+  assert.deepEqual(span.events, []);
+  assert.equal(span.parentSpanContext.spanId, PARENT_ID);
+  assert.deepEqual(sentAfterRegister(socket), []); // and no result, as ever after a cancel
   await mcp.close();
 });
 
