@@ -9,11 +9,13 @@ from clientmcp_fast.core.agent_streams import KEEPALIVE, SSE_HEADERS, sse_event
 from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.http import JSON_ONLY, Exchange, Headers
 from clientmcp_fast.core.jsonrpc import INVALID_REQUEST, NULL_ID, REQUEST_CANCELLED, encode_json
+from clientmcp_fast.core.progress import progress_notification
 from clientmcp_fast.speedups import complete_result, jsonrpc_result
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.apps import App
     from clientmcp_fast.core.bridge import Bridge, NotificationStream
+    from clientmcp_fast.core.progress import Report
     from clientmcp_fast.core.register import Tool
     from clientmcp_fast.core.tokens import Grant
 
@@ -139,6 +141,10 @@ class Context(Call):
 
     def call_tick(self) -> None:
         self.exchange.stream(KEEPALIVE)
+
+    def call_progress(self, report: Report) -> None:
+        if self.streaming:  # the bridge started the stream for it
+            self.exchange.stream(sse_event(progress_notification(self.progress.token, report)))
 
     def _finish(self, body: bytes) -> None:
         if self.streaming:

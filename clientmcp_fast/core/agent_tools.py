@@ -9,10 +9,12 @@ from msgspec import UNSET
 from clientmcp_fast.core.agent_context import Context, tool_error
 from clientmcp_fast.core.agent_eras import MODERN_LIST_TAIL
 from clientmcp_fast.core.counters import REFUSED_CONCURRENCY, REFUSED_SCOPE
-from clientmcp_fast.core.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, Params
+from clientmcp_fast.core.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, Meta, Params, valid_id
 from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.core.param_headers import param_header_problem
+from clientmcp_fast.core.progress import Progress
 from clientmcp_fast.core.register import scoped_tools_json
+from clientmcp_fast.core.tracing import valid_traceparent, valid_tracestate
 from clientmcp_fast.speedups import first_byte, json_member, jsonrpc_result
 
 if TYPE_CHECKING:
@@ -66,6 +68,29 @@ def tools_call(
     elif first_byte(arguments) != 0x7B:  # "{"
         context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: arguments must be an object")
         return
+    meta = params.meta
+    traceparent = None
+    if type(meta) is Meta:
+        token = meta.progressToken
+        if token is not UNSET:
+            token = valid_id(token)
+            if token is None:
+                context.fail(
+                    error_status,
+                    id_json,
+                    INVALID_PARAMS,
+                    "Invalid params: _meta.progressToken must be a string or a number",
+                )
+                return
+            if context.wants_stream:  # else there is no stream to carry it: reports are dropped
+                context.progress = Progress(token)
+        traceparent = meta.traceparent
+        if traceparent is not UNSET:
+            _take_trace(context, traceparent, meta.tracestate)
+    if traceparent is UNSET or traceparent is None:
+        others = context.exchange.request.others
+        if others is not None and b"traceparent" in others:
+            _trace_from_headers(context, others)
     app = bridge.apps.get(context.client_id)
     if app is None:
         _refused(bridge, context, name, modern, Outcome.OFFLINE)
@@ -105,6 +130,27 @@ def tools_call(
         )
         return
     context.start_call(bridge, app, tool, arguments, modern, id_json, session, now)
+
+
+def _take_trace(context: Context, traceparent: object, tracestate: object) -> None:
+    """The agent's trace context for the app, if valid; a malformed one is dropped (docs/protocol.md, Trace context)."""
+    traceparent = valid_traceparent(traceparent)
+    if traceparent is not None:
+        context.traceparent = traceparent
+        context.tracestate = valid_tracestate(tracestate)
+
+
+def _trace_from_headers(context: Context, headers: dict[bytes, bytes]) -> None:
+    """The trace context of the `traceparent` and `tracestate` headers (W3C Trace Context §3)."""
+    if b"traceparent" in context.exchange.request.repeated:
+        return  # two traceparent headers: which one is meant cannot be told, so neither is taken
+    # Several tracestate headers arrive joined by commas, as §3.3.1 says they combine.
+    tracestate = headers.get(b"tracestate")
+    _take_trace(
+        context,
+        headers[b"traceparent"].decode("latin-1").strip(" \t"),
+        None if tracestate is None else tracestate.decode("latin-1"),
+    )
 
 
 def _refused(bridge: Bridge, context: Context, name: str, modern: bool, outcome: Outcome) -> None:

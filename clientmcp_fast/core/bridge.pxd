@@ -30,6 +30,8 @@ cdef class Bridge:
     cdef public Py_ssize_t max_calls_per_token
     cdef public object new_session_id
     cdef public object consents
+    cdef public object tracing
+    cdef public dict _progress_waiting
 
     cpdef complete(self, Call call, result, Py_ssize_t shape, double now)
     cpdef fail(self, Call call, outcome, double now, text=*)

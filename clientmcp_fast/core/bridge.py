@@ -15,11 +15,14 @@ from clientmcp_fast.core.calls import Call, InFlightCalls
 from clientmcp_fast.core.consent import ConsentRequests
 from clientmcp_fast.core.counters import Counters
 from clientmcp_fast.core.events import EventLog
+from clientmcp_fast.core.jsonrpc import encode_json
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES, Limits
 from clientmcp_fast.core.messages import cancel_message
 from clientmcp_fast.core.outcomes import Outcome, timed_out
+from clientmcp_fast.core.progress import Report
 from clientmcp_fast.core.register import EMPTY_TOOLSET, Tool, ToolSet
 from clientmcp_fast.core.tokens import TokenVerifier
+from clientmcp_fast.core.tracing import CallTracing
 from clientmcp_fast.speedups import SHAPE_ERROR, SHAPE_TYPED, call_message
 
 if TYPE_CHECKING:
@@ -34,6 +37,14 @@ NOTIFICATION_KEEPALIVE_SECONDS = 15.0
 # slow, and one of these is read per call.
 _RESULT = Outcome.RESULT
 _TOOL_ERROR = Outcome.TOOL_ERROR
+
+
+def with_trace(message: bytes, traceparent: str, tracestate: str | None) -> bytes:
+    """A `call` message with the call's trace context members (docs/protocol.md, Trace context)."""
+    extra = b',"traceparent":' + encode_json(traceparent)
+    if tracestate is not None:
+        extra += b',"tracestate":' + encode_json(tracestate)  # W3C allows quotes and backslashes in it
+    return message[:-1] + extra + b"}"
 
 
 class NotificationStream(Protocol):
@@ -74,6 +85,8 @@ class Bridge:
         "max_calls_per_token",
         "new_session_id",
         "consents",
+        "tracing",
+        "_progress_waiting",
     )
 
     def __init__(
@@ -85,6 +98,7 @@ class Bridge:
         *,
         new_session_id: Callable[[], bytes],
         events: EventLog | None = None,
+        tracing: CallTracing | None = None,
     ) -> None:
         self.limits = limits
         self.verifier = verifier
@@ -121,6 +135,10 @@ class Bridge:
         self.new_session_id = new_session_id
         # OAuth requests whose consent page this process showed, waiting for their app (docs/oauth.md).
         self.consents = ConsentRequests()
+        # Tells a tracer of each call (core/tracing.py); None when the bridge does not trace.
+        self.tracing = tracing
+        # Calls with a progress report held back by the pace of core/progress.py, by sequence.
+        self._progress_waiting: dict[int, Call] = {}
 
     # -- apps connected here (the I/O layer's calls) ------------------------------------------
 
@@ -198,6 +216,9 @@ class Bridge:
         """The app answered a call in flight (already removed from the app's calls); `shape` is its result_shape."""
         self.calls.finish(call)
         self._ended(call, _TOOL_ERROR if shape & SHAPE_ERROR else _RESULT, now)
+        progress = call.progress
+        if progress is not None and progress.pending is not None:
+            call.call_progress(progress.flush())  # the latest report goes before the answer
         call.call_result(result, shape & SHAPE_TYPED != 0)  # type: ignore[arg-type]
 
     def fail(self, call: Call, outcome: Outcome, now: float, text: str | None = None) -> None:
@@ -225,7 +246,12 @@ class Bridge:
             grant.in_flight += 1  # back down in `_ended`, however the call ends
         self.counters.calls_started += 1
         wake = self.calls.start(call, app, now)
+        tracing = self.tracing
+        if tracing is not None:
+            tracing.started(call)
         message = call_message(call.id.encode(), tool.wire_name, arguments)
+        if call.traceparent is not None and app.toolset.trace:
+            message = with_trace(message, call.traceparent, call.tracestate)
         if len(message) > MAX_MESSAGE_BYTES:
             self.fail(call, Outcome.TOO_LARGE, now)
             return False
@@ -257,6 +283,9 @@ class Bridge:
         seconds = now - deadline + timeout
         self.counters.call_ended(outcome, seconds, call.streaming)
         self.events.call_ended(call, outcome, seconds)
+        tracing = self.tracing
+        if tracing is not None:
+            tracing.ended(call, outcome)
         call.ended(outcome)
         call.app.call_ended(call, outcome)
 
@@ -264,7 +293,26 @@ class Bridge:
         """A tools/call answered without reaching an app (offline, no register, unknown tool, busy)."""
         self.counters.calls_ended[outcome] += 1
         self.events.call_ended(call, outcome, 0.0)
+        tracing = self.tracing
+        if tracing is not None:
+            tracing.ended(call, outcome)
         call.ended(outcome)
+
+    def progress(self, call: Call, report: Report, now: float) -> None:
+        """The app reported progress on a call in flight: to whoever waits, at the pace of core/progress.py."""
+        progress = call.progress
+        if progress is None:
+            return  # nobody asked for it
+        if progress.take(report, now):
+            self._report(call, report, now)
+        elif progress.pending is not None and call.seq not in self._progress_waiting:
+            self._progress_waiting[call.seq] = call
+            self._wake(progress.next_at)
+
+    def _report(self, call: Call, report: Report, now: float) -> None:
+        if call.wants_stream and not call.streaming:
+            self.calls.stream_now(call, now)  # progress needs the stream: it starts at once
+        call.call_progress(report)
 
     def refused_agent(self, reason: int, client_id: str, now: float) -> None:
         """An agent was refused for its token's scope or limits: counted, and told to the event log."""
@@ -319,6 +367,10 @@ class Bridge:
         if self._announcing:
             return -math.inf
         best = self.calls.next_deadline()
+        for call in self._progress_waiting.values():
+            when = call.progress.next_at
+            if best is None or when < best:
+                best = when
         for when in (self._sweep_at, self._streams_tick_at):
             if when is not None and (best is None or when < best):
                 best = when
@@ -334,6 +386,8 @@ class Bridge:
             app.send(cancel_message(call.id.encode()))
             self._ended(call, Outcome.TIMEOUT, now)
             call.call_error(timed_out(self.limits.call_timeout))
+        if self._progress_waiting:
+            self._send_waiting_progress(now)
         if self._sweep_at is not None and now >= self._sweep_at:
             self._sweep_apps(now)
         if self._streams_tick_at is not None and now >= self._streams_tick_at:
@@ -341,6 +395,17 @@ class Bridge:
             for streams in list(self.streams.values()):
                 for stream in list(streams):
                     stream.keep_alive()
+
+    def _send_waiting_progress(self, now: float) -> None:
+        waiting = self._progress_waiting
+        for seq, call in list(waiting.items()):
+            if call.app is None or call.id not in call.app.calls:
+                del waiting[seq]  # it ended: its report is no longer wanted
+                continue
+            report = call.progress.due(now)
+            if report is not None:
+                del waiting[seq]
+                self._report(call, report, now)
 
     def _sweep_apps(self, now: float) -> None:
         idle = self.limits.app_idle_timeout

@@ -21,6 +21,7 @@ from clientmcp_fast.core.messages import (
     loose_app_message,
 )
 from clientmcp_fast.core.outcomes import Outcome
+from clientmcp_fast.core.progress import ProgressError, parse_report
 from clientmcp_fast.core.register import RegisterError, ToolSet, json_boolean, parse_register
 from clientmcp_fast.core.tokens import ROLE_CLIENT, TokenError
 from clientmcp_fast.core.websocket import (
@@ -196,6 +197,8 @@ class AppChannel(MessageHandler):
             self._on_register(message)
         elif kind == "ping":
             self.ws.send_frame(PONG_FRAME)
+        elif kind == "progress":
+            self._on_progress(message)
         elif kind == "consent":
             self._on_consent(message)
         elif kind in BRIDGE_TYPES:
@@ -223,7 +226,12 @@ class AppChannel(MessageHandler):
     def _on_register(self, message) -> None:
         try:
             toolset = parse_register(
-                message.tools, message.instructions, self.bridge.limits.max_tools, message.consent
+                message.tools,
+                message.instructions,
+                self.bridge.limits.max_tools,
+                message.consent,
+                message.progress,
+                message.trace,
             )
         except RegisterError as error:
             self.bridge.counters.registers_refused += 1
@@ -233,6 +241,24 @@ class AppChannel(MessageHandler):
         self.bridge.counters.registers_accepted += 1
         self.bridge.registered(self, toolset)
         self.ws.send_text(REGISTERED)
+
+    def _on_progress(self, message) -> None:
+        toolset = self.toolset
+        if toolset is None or not toolset.progress:
+            return  # not declared: an unknown type to this app's bridge, as to a v1 bridge
+        call_id = message.id
+        if not isinstance(call_id, str):
+            self.ws.close(4400, "progress: id must be the call's id, a string")
+            return
+        try:
+            report = parse_report(message.progress, message.total, message.message)
+        except ProgressError as error:
+            self.ws.close(4400, str(error))
+            return
+        call = self.calls.get(call_id)
+        if call is not None:
+            # Unknown and finished ids are ignored, as a late result is.
+            self.bridge.progress(call, report, self.last_seen)
 
     def _on_consent(self, message) -> None:
         request_id = message.id

@@ -55,6 +55,7 @@ from clientmcp_fast.core.wire import (
     Error,
     Gone,
     Message,
+    Progress,
     Result,
     State,
     Sync,
@@ -153,6 +154,7 @@ class Directory(AppRouter):
             ToApp: self._on_app_message,
             Result: self._on_answer,
             Error: self._on_answer,
+            Progress: self._on_progress,
             State: self._on_state,
             Gone: self._on_gone,
             Cancel: self._on_cancel,
@@ -323,6 +325,9 @@ class Directory(AppRouter):
 
     def _on_answer(self, message: Result | Error, now: float, age: float) -> None:
         self.forwarding.answered(message, now)
+
+    def _on_progress(self, message: Progress, now: float, age: float) -> None:
+        self.forwarding.progress(message, now)
 
     def _on_cancel(self, message: Cancel, now: float, age: float) -> None:
         if not self.connected or message.instance in self.incompatible:

@@ -22,8 +22,11 @@ import msgspec
 from clientmcp_fast.core.calls import Call
 from clientmcp_fast.core.jsonrpc import encode_json
 from clientmcp_fast.core.outcomes import TOOLS_NOT_KEPT, Outcome, timed_out
+from clientmcp_fast.core.progress import Progress, Report
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
+from clientmcp_fast.core.tracing import valid_traceparent, valid_tracestate
 from clientmcp_fast.core.wire import Error, Result, ToApp
+from clientmcp_fast.core.wire import Progress as ProgressMessage
 from clientmcp_fast.speedups import result_shape
 
 if TYPE_CHECKING:
@@ -33,6 +36,9 @@ if TYPE_CHECKING:
 
 # The other side checked the register against its own limit already.
 _ANY_NUMBER = 1 << 30
+# A remote app's calls carry the agent's trace context whatever the app registered: its own
+# instance, which knows, passes it on or not (docs/scaling.md, Progress and trace context).
+_TRUE = msgspec.Raw(b"true")
 
 
 class Forwarded(msgspec.Struct, gc=False):
@@ -42,6 +48,9 @@ class Forwarded(msgspec.Struct, gc=False):
     id: str
     name: str | msgspec.UnsetType = msgspec.UNSET
     arguments: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    # The agent's trace context (docs/protocol.md, Trace context), checked again where it is read.
+    traceparent: str | msgspec.UnsetType = msgspec.UNSET
+    tracestate: str | msgspec.UnsetType = msgspec.UNSET
 
 
 decode_forwarded = msgspec.json.Decoder(Forwarded).decode
@@ -154,6 +163,13 @@ class ForwardedCall(Call):
     def call_error(self, text: str) -> None:
         self._reply(Error(self.client_id, self.origin_id, text, self.outcome))
 
+    def call_progress(self, report: Report) -> None:
+        """The app's report, paced here too: to the agent's instance, which has the agent's token."""
+        self.forwarding.bus.send(
+            self.subject,
+            ProgressMessage(self.client_id, self.origin_id, report.progress, report.total, report.message),
+        )
+
     def call_slow(self) -> None:  # pragma: no cover - never wants a stream
         pass
 
@@ -222,6 +238,7 @@ class Forwarding:
                 msgspec.Raw(tools),
                 msgspec.UNSET if text is None else msgspec.Raw(encode_json(text)),
                 _ANY_NUMBER,
+                trace=_TRUE,
             )
         except RegisterError:  # pragma: no cover - the app's instance accepted it
             return
@@ -262,6 +279,13 @@ class Forwarding:
             self.bridge.counters.forwarded[outcome] += 1
         self.bridge.fail(call, outcome, now, message.text)
 
+    def progress(self, message: ProgressMessage, now: float) -> None:
+        """The app's instance passed on a progress report of a call to a remote app: for the agent here."""
+        app = self.remote.get(message.client_id)
+        call = app.calls.get(message.call_id) if app is not None else None
+        if call is not None:  # else it ended already
+            self.bridge.progress(call, Report(message.progress, message.total, message.message), now)
+
     # -- calls run here for agents elsewhere ---------------------------------------------------
 
     def refuse(self, message: ToApp, forwarded: Forwarded, subject: str) -> None:
@@ -291,6 +315,12 @@ class Forwarding:
                 call.refuse(Outcome.UNKNOWN_TOOL, f"Unknown tool: {forwarded.name}")
             return
         arguments = forwarded.arguments
+        if toolset.progress:
+            call.progress = Progress(None)  # reports go back; the agent's instance drops them if unasked
+        if forwarded.traceparent is not msgspec.UNSET:
+            call.traceparent = valid_traceparent(forwarded.traceparent)
+            if call.traceparent is not None and forwarded.tracestate is not msgspec.UNSET:
+                call.tracestate = valid_tracestate(forwarded.tracestate)
         self.running[(message.instance, forwarded.id)] = call
         self.bridge.start_call(app, tool, bytes(arguments), call, now)  # type: ignore[arg-type]
 

@@ -49,6 +49,11 @@ class Meta(msgspec.Struct, gc=False):
     clientCapabilities: msgspec.Raw | msgspec.UnsetType = msgspec.field(
         default=msgspec.UNSET, name=META_CAPABILITIES
     )
+    # tools/call: asks for notifications/progress (docs/protocol.md, Progress); a string or a number.
+    progressToken: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    # tools/call: W3C trace context, as the SDKs put it in _meta (docs/protocol.md, Trace context).
+    traceparent: str | msgspec.UnsetType = msgspec.UNSET
+    tracestate: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class Params(msgspec.Struct, gc=False):
@@ -170,6 +175,9 @@ def _tightened(loose: _LooseMessage) -> Message:
                 meta = Meta(
                     protocolVersion=json_member(members.protocolVersion),
                     clientCapabilities=members.clientCapabilities,
+                    progressToken=members.progressToken,
+                    traceparent=json_member(members.traceparent),
+                    tracestate=json_member(members.tracestate),
                 )
             else:
                 meta = None

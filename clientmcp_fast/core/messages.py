@@ -36,6 +36,11 @@ class AppMessage(msgspec.Struct, gc=False):
     instructions: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     consent: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # register: the app answers `authorize`
     allow: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # consent: the app's answer
+    # register: the app reports progress; progress: how far (docs/protocol.md, Progress).
+    progress: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    total: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # progress: out of how much
+    message: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # progress: a line for a person
+    trace: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # register: calls carry trace context
 
 
 class ToolHead(msgspec.Struct, gc=False):

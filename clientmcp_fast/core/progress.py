@@ -16,9 +16,9 @@ import msgspec
 
 from clientmcp_fast.core.jsonrpc import encode_json, notification
 
-# docs/limits.md, Progress: at most ten reports a second per call reach the agent.
+# docs/protocol.md, Progress: at most ten reports a second per call reach the agent (docs/limits.md).
 PROGRESS_INTERVAL = 0.1
-# docs/limits.md, Progress: a report's message, as it must fit a cluster's bus field (core/wire.py).
+# docs/protocol.md, Progress: the longest message of a report, which must fit a bus field (core/wire.py).
 MAX_PROGRESS_MESSAGE_CHARS = 1024
 
 _decode_number = msgspec.json.Decoder(float).decode
@@ -39,12 +39,11 @@ class Report(msgspec.Struct, frozen=True, gc=False):
 
 def _number(raw: msgspec.Raw, member: str) -> float:
     try:
-        value = _decode_number(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+        return _decode_number(raw)
+    except msgspec.ValidationError as error:
+        if "out of range" in str(error):  # 1e999, say: a JSON number no double holds
+            raise ProgressError(f"progress: {member} must be a finite number") from None
         raise ProgressError(f"progress: {member} must be a number") from None
-    if not math.isfinite(value):  # a number too large for a double reads as infinity
-        raise ProgressError(f"progress: {member} must be a finite number")
-    return value
 
 
 def parse_report(
@@ -75,7 +74,7 @@ class Progress:
 
     def __init__(self, token: bytes | None) -> None:
         # The agent's progressToken as JSON; None on an app's instance for a call forwarded from
-        # another, whose agent's instance holds the token (docs/scaling.md, Progress).
+        # another, whose agent's instance holds the token (docs/scaling.md, Progress and trace context).
         self.token = token
         self.last = -math.inf  # MCP: each notification's progress is greater than the one before
         self.next_at = -math.inf  # when the next report may go

@@ -43,6 +43,10 @@ class ToolSet:
     tools_json: bytes  # the JSON array of tools, as the app declared them
     instructions: str | None
     consent: bool = False  # the app answers `authorize` (docs/protocol.md, Consent)
+    progress: bool = False  # the app may report a call's progress (docs/protocol.md, Progress)
+    # Calls to the app carry the trace context (docs/protocol.md, Trace context). An app held by
+    # another instance has it always: that instance, which knows the app, decides (core/forwarding.py).
+    trace: bool = False
     # tools_json within each scope agents listed it with, by the scope's key (`scoped_tools_json`).
     scoped: dict[frozenset[str], bytes] = field(default_factory=dict, compare=False, repr=False)
 
@@ -76,7 +80,7 @@ def scoped_tools_json(toolset: ToolSet, scope: ToolScope) -> bytes:
 # Apps of one application declare the same tools: the same register is checked once, and
 # one ToolSet serves every app that sent it, for as long as one of them holds it. With
 # 10,000 idle tabs of one web app, that is most of an idle app's memory.
-_SHARED: WeakValueDictionary[tuple[bytes, str | None, int, bool], ToolSet] = WeakValueDictionary()
+_SHARED: WeakValueDictionary[tuple[bytes, str | None, int, bool, bool, bool], ToolSet] = WeakValueDictionary()
 
 
 def _problem(index: int, name: Any, problem: str) -> RegisterError:
@@ -102,26 +106,36 @@ def json_boolean(raw: msgspec.Raw) -> bool | None:
     return True if value == b"true" else False if value == b"false" else None
 
 
+def _flag(raw: msgspec.Raw | msgspec.UnsetType, member: str) -> bool:
+    """An optional boolean member of a register (an extension the app opts into); absent is false."""
+    if raw is msgspec.UNSET:
+        return False
+    value = json_boolean(raw)
+    if value is None:
+        raise RegisterError(f"register: {member} must be true or false")
+    return value
+
+
 def parse_register(
     tools: msgspec.Raw | msgspec.UnsetType,
     instructions: msgspec.Raw | msgspec.UnsetType,
     max_tools: int,
     consent: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET,
+    progress: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET,
+    trace: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET,
 ) -> ToolSet:
-    """The tool set of a register's `tools`, `instructions` and `consent` (each as sent); raises `RegisterError`."""
+    """The tool set of a register's tools, instructions and extension flags, each as sent; raises `RegisterError`."""
     text = json_member(instructions)
     if text is msgspec.UNSET:
         text = None
     elif not isinstance(text, str):
         raise RegisterError("register: instructions must be a string")
-    asks = False
-    if consent is not msgspec.UNSET:
-        asks = json_boolean(consent)
-        if asks is None:
-            raise RegisterError("register: consent must be true or false")
+    asks = _flag(consent, "consent")
+    reports = _flag(progress, "progress")
+    traced = _flag(trace, "trace")
     if tools is msgspec.UNSET:
         raise RegisterError("register: tools is missing")
-    key = (bytes(tools), text, max_tools, asks)
+    key = (bytes(tools), text, max_tools, asks, reports, traced)
     shared = _SHARED.get(key)
     if shared is not None:
         return shared
@@ -167,5 +181,5 @@ def parse_register(
     # Every tool was checked, so every element of the array is in the set: the bytes the app
     # sent are kept once, as the array tools/list answers with.
     tools_json = b"[" + b",".join(raw_tools) + b"]"
-    toolset = _SHARED[key] = ToolSet(declared, tools_json, text, asks)
+    toolset = _SHARED[key] = ToolSet(declared, tools_json, text, asks, reports, traced)
     return toolset

@@ -31,7 +31,7 @@ _TRACESTATE_MEMBER = re.compile(
 
 
 def valid_traceparent(value: object) -> str | None:
-    """`value` when it is a W3C traceparent this bridge may forward (its first 55 characters for a later version); else None."""
+    """`value` if it is a W3C traceparent the bridge may forward (a later version cut to 55 characters); else None."""
     if not isinstance(value, str) or len(value) < 55 or len(value) > 512:
         return None
     found = _TRACEPARENT.fullmatch(value)
@@ -46,7 +46,7 @@ def valid_traceparent(value: object) -> str | None:
 
 
 def valid_tracestate(value: object) -> str | None:
-    """`value` when it is a W3C tracestate within the bound (empty members skipped); else None, and it is dropped."""
+    """`value` if it is a W3C tracestate within the bound (empty members skipped); else None: it is dropped."""
     if not isinstance(value, str) or not value or len(value) > MAX_TRACESTATE_CHARS:
         return None
     members = [member.strip(" \t") for member in value.split(",")]

@@ -51,6 +51,7 @@ ERROR = 5
 BEAT = 6
 SYNC = 7
 CANCEL = 8
+PROGRESS = 9
 
 # docs/scaling.md, Bounds: every integer on the bus is in [0, MAX_INTEGER], so that adding one
 # to an epoch never leaves MessagePack's range; every string but an app's instructions is at
@@ -163,9 +164,24 @@ class Cancel(_FromInstance, tag=CANCEL):
     instance: InstanceName
 
 
-Message = State | Gone | ToApp | Result | Error | Beat | Sync | Cancel
+class Progress(msgspec.Struct, array_like=True, tag=PROGRESS, frozen=True, gc=False):
+    """The app's report on the call `call_id` the receiver forwarded (docs/scaling.md, Progress and trace context).
+
+    Added in version 2 after its first release: an older release ignores the kind, and its
+    agents get no progress for calls forwarded to apps elsewhere, as before.
+    """
+
+    client_id: Text
+    call_id: Text
+    progress: float
+    total: float | None
+    message: Text | None
+
+
+Message = State | Gone | ToApp | Result | Error | Beat | Sync | Cancel | Progress
 KINDS: dict[int, type] = {
-    kind.__struct_config__.tag: kind for kind in (State, Gone, ToApp, Result, Error, Beat, Sync, Cancel)
+    kind.__struct_config__.tag: kind
+    for kind in (State, Gone, ToApp, Result, Error, Beat, Sync, Cancel, Progress)
 }
 
 

@@ -149,6 +149,9 @@ class RecordingWaiter(Call):
     def call_tick(self) -> None:
         self.events.append(("tick",))
 
+    def call_progress(self, report) -> None:
+        self.events.append(("progress", report.progress, report.total, report.message))
+
 
 class RecordingStream:
     """A `NotificationStream` (core/bridge.py) that records what it is told, in order."""

@@ -29,6 +29,7 @@ from clientmcp_fast.core.wire import (
     GONE,
     MAX_INTEGER,
     MAX_STRING,
+    PROGRESS,
     RESULT,
     STATE,
     SYNC,
@@ -37,6 +38,7 @@ from clientmcp_fast.core.wire import (
     Cancel,
     Error,
     Gone,
+    Progress,
     Result,
     State,
     Sync,
@@ -118,6 +120,19 @@ WIRE_2_BYTES = {
         b"\x91\x95\x08\xa5app-1\xc4\x019\xc0\xac0a1b2c3d4e5f",
         Cancel(client_id="app-1", request_id=b"9", session=None, instance="0a1b2c3d4e5f"),
     ),
+    "progress": (
+        (PROGRESS, "app-1", "0a1b2c3d4e5f-1", 3.0, 10.0, "Copying files"),
+        b"\x91\x96\t\xa5app-1\xae0a1b2c3d4e5f-1\xcb@\x08\x00\x00\x00\x00\x00\x00"
+        b"\xcb@$\x00\x00\x00\x00\x00\x00\xadCopying files",
+        Progress(
+            client_id="app-1", call_id="0a1b2c3d4e5f-1", progress=3.0, total=10.0, message="Copying files"
+        ),
+    ),
+    "progress with no total or message": (
+        (PROGRESS, "app-1", "0a1b2c3d4e5f-1", 0.5, None, None),
+        b"\x91\x96\t\xa5app-1\xae0a1b2c3d4e5f-1\xcb?\xe0\x00\x00\x00\x00\x00\x00\xc0\xc0",
+        Progress(client_id="app-1", call_id="0a1b2c3d4e5f-1", progress=0.5, total=None, message=None),
+    ),
 }
 SENT = {name: sent for name, (sent, _, _) in WIRE_2_BYTES.items()}
 
@@ -174,7 +189,7 @@ def test_fields_a_later_release_adds_at_the_end_are_skipped(name):
         assert decode_batch(payload((*sent, *extra))) == ([expected], [])
 
 
-@pytest.mark.parametrize("kind", [0, 9, 99, 255, 2**16, MAX_INTEGER + 1, 2**64 - 1, -1, -(2**63)])
+@pytest.mark.parametrize("kind", [0, 10, 99, 255, 2**16, MAX_INTEGER + 1, 2**64 - 1, -1, -(2**63)])
 def test_a_kind_of_a_later_release_is_ignored_and_not_counted(kind):
     assert verdict([kind, "a kind of a later release", {"with": "anything"}]) == ("ignored", None)
     assert verdict([kind]) == ("ignored", None)
