@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 from clientmcp_fast.core.agent_context import Context
 from clientmcp_fast.core.agent_eras import LEGACY, MODERN
 from clientmcp_fast.core.http import MCP_PROTOCOL_VERSION
+from clientmcp_fast.core.jsonrpc import NULL_ID
 from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.core.tracing import CallTracing
 from clientmcp_fast.log import logger
@@ -198,6 +199,8 @@ def request_id(call: Call) -> str | None:
     if not isinstance(call, Context):
         return None
     id_json = call.id_json
+    if id_json == NULL_ID:  # not set: a call refused before `start_call` names its request
+        return None
     if id_json.startswith(b'"'):
         return json.loads(id_json)
     return id_json.decode()

@@ -31,7 +31,16 @@ from clientmcp_fast.otel import (
     otlp_traces_endpoint,
     shown_endpoint,
 )
-from tests.core.fakes import RecordingExchange, RecordingWaiter, request_with_headers
+from tests.core.fakes import (
+    NOW,
+    RecordingExchange,
+    RecordingWaiter,
+    connect,
+    make_bridge,
+    register,
+    request_with_headers,
+    tool,
+)
 
 AGENT_TRACE = "0af7651916cd23a7a0a8b0a5a0a8b0a5"
 AGENT_SPAN = "b7ad6b7169203331"
@@ -212,6 +221,13 @@ class TestOutcomes:
         assert span.status.status_code is StatusCode.ERROR
         assert f"{span.parent.span_id:016x}" == AGENT_SPAN
         assert call.traceparent == AGENT_TRACEPARENT  # nothing to hand on: no app gets it
+        assert "jsonrpc.request.id" in span.attributes
+
+    def test_a_call_refused_before_its_request_id_was_set_has_none(self, spans):
+        tracing, exporter = spans
+        call = agent_call(id_json=b"null", tool="add_todo")
+        tracing.ended(call, Outcome.OFFLINE)
+        assert "jsonrpc.request.id" not in only_span(exporter).attributes
 
     def test_a_span_ends_once(self, spans):
         tracing, exporter = spans
@@ -253,6 +269,40 @@ class TestNeverRaises:
         with caplog.at_level(logging.ERROR, logger="clientmcp"):
             tracing.ended(call, Outcome.RESULT)
         assert any("tracing failed" in record.getMessage() for record in caplog.records)
+
+
+class TestThroughTheBridge:
+    """The core's Bridge drives the tracer: what the app gets, and how each span ends."""
+
+    def test_the_app_gets_the_span_that_ends_with_the_call(self, spans):
+        tracing, exporter = spans
+        bridge = make_bridge(call_timeout=5.0)
+        bridge.tracing = tracing
+        channel, link = connect(bridge)
+        register(channel, tool("work"), trace=True)
+        call = RecordingWaiter()
+        call.traceparent = AGENT_TRACEPARENT
+        call.tool = channel.toolset.tools["work"]
+        bridge.start_call(channel, call.tool, b"{}", call, NOW)
+        sent = link.messages()[-1]
+        bridge.on_timer(NOW + 5.0)  # no answer within the call timeout
+        span = only_span(exporter)
+        assert sent["traceparent"] == f"00-{AGENT_TRACE}-{span.context.span_id:016x}-01"
+        assert f"{span.parent.span_id:016x}" == AGENT_SPAN
+        assert span.attributes["clientmcp.outcome"] == "timeout"
+        assert span.status.status_code is StatusCode.ERROR
+
+    def test_a_call_too_large_for_its_app_ends_its_span(self, spans):
+        tracing, exporter = spans
+        bridge = make_bridge()
+        bridge.tracing = tracing
+        channel, _ = connect(bridge)
+        register(channel, tool("work"), trace=True)
+        call = RecordingWaiter()
+        call.tool = channel.toolset.tools["work"]
+        arguments = b'{"a":"' + b"x" * (4 * 1024 * 1024) + b'"}'
+        assert bridge.start_call(channel, call.tool, arguments, call, NOW) is False
+        assert only_span(exporter).attributes["error.type"] == "too_large"
 
 
 # -- whether tracing is on ------------------------------------------------------------------
