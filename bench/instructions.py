@@ -26,7 +26,9 @@ level (to /dev/null; the default is warn: no line per call), `--metrics` builds 
 collector as `--metrics` does (the core counts either way): the count with observability on
 (docs/operations.md). The per-token limits (docs/configuration.md, Agent limits) are off
 unless `--limits` turns them on at their defaults; `--scope N` scopes the agent's token to N
-tool names, the called one among them (docs/protocol.md, Scoped agent tokens).
+tool names, the called one among them (docs/protocol.md, Scoped agent tokens). `--trace`
+has the agent send a `traceparent` header and the app register `trace: true`: the count of
+a call carrying the agent's trace context to the app, the bridge not tracing itself.
 """
 
 from __future__ import annotations
@@ -74,6 +76,10 @@ _METRICS_ENV = "CLIENTMCP_BENCH_METRICS"
 # `--scope N` and `--limits`, the same way.
 _SCOPE_ENV = "CLIENTMCP_BENCH_SCOPE"
 _LIMITS_ENV = "CLIENTMCP_BENCH_LIMITS"
+# `--trace`: the agent sends a traceparent and the app registers `trace: true`.
+_TRACE_ENV = "CLIENTMCP_BENCH_TRACE"
+TRACEPARENT = b"traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
+TRACED_REGISTER = REGISTER[:-1] + b',"trace":true}'
 
 
 class FakeTransport:
@@ -142,7 +148,8 @@ def connected_app(
     link = WebSocketProtocol(server, app_transport)  # type: ignore[arg-type]
     channel = AppChannel(server.bridge, link, loop.time())
     link.start(channel, mint(SECRET, "client", "bench", 3600, now), b"")
-    channel.receive_data(client_text(REGISTER), loop.time())
+    register = TRACED_REGISTER if os.environ.get(_TRACE_ENV) else REGISTER
+    channel.receive_data(client_text(register), loop.time())
     return app_transport, link, channel
 
 
@@ -423,6 +430,7 @@ def http_request(body: bytes, headers: bytes, now: float) -> bytes:
         b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAuthorization: Bearer " + token + b"\r\n"
         b"Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
         + headers
+        + (TRACEPARENT if os.environ.get(_TRACE_ENV) else b"")
         + b"Content-Length: %d\r\n\r\n" % len(body)
         + body
     )
@@ -540,7 +548,13 @@ def main() -> None:
     parser.add_argument(
         "--limits", action="store_true", help="the per-token limits on at their defaults (else off)"
     )
+    parser.add_argument(
+        "--trace", action="store_true",
+        help="the agent sends a traceparent header, the app registered trace: true (docs/protocol.md)",
+    )  # fmt: skip
     flags = parser.parse_args()
+    if flags.trace:
+        os.environ[_TRACE_ENV] = "1"
     if flags.scope:
         os.environ[_SCOPE_ENV] = str(flags.scope)
     if flags.limits:

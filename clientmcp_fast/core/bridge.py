@@ -307,7 +307,7 @@ class Bridge:
             self._report(call, report, now)
         elif progress.pending is not None and call.seq not in self._progress_waiting:
             self._progress_waiting[call.seq] = call
-            self._wake(progress.next_at)
+            self._wake(progress.next_at())
 
     def _report(self, call: Call, report: Report, now: float) -> None:
         if call.wants_stream and not call.streaming:
@@ -368,7 +368,7 @@ class Bridge:
             return -math.inf
         best = self.calls.next_deadline()
         for call in self._progress_waiting.values():
-            when = call.progress.next_at
+            when = call.progress.next_at()
             if best is None or when < best:
                 best = when
         for when in (self._sweep_at, self._streams_tick_at):
@@ -399,10 +399,11 @@ class Bridge:
     def _send_waiting_progress(self, now: float) -> None:
         waiting = self._progress_waiting
         for seq, call in list(waiting.items()):
-            if call.app is None or call.id not in call.app.calls:
-                del waiting[seq]  # it ended: its report is no longer wanted
+            progress = call.progress
+            if progress.pending is None or call.id not in call.app.calls:
+                del waiting[seq]  # passed by a later report, or the call ended: nothing to send
                 continue
-            report = call.progress.due(now)
+            report = progress.due(now)
             if report is not None:
                 del waiting[seq]
                 self._report(call, report, now)

@@ -2,10 +2,10 @@
 
 An app that registered `progress: true` may send `progress` for a call it is running. The
 agent gets `notifications/progress` when its tools/call asked for it (`_meta.progressToken`);
-otherwise the call has no `Progress` and the report is dropped. At most one report per call
-reaches the agent every PROGRESS_INTERVAL seconds; one that comes sooner waits, replaced by
-any later one, so a flood from an app costs the agent at most ten events a second and the
-bridge one pending report per call.
+otherwise the call has no `Progress` and the report is dropped. At most ten reports per call
+reach the agent in any second, so that a short burst (0, 50, 100 within a tenth of a second)
+goes as it came; a report past that waits, replaced by any later one, so a flood from an app
+costs the agent at most ten events a second and the bridge one pending report per call.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import msgspec
 
 from clientmcp_fast.core.jsonrpc import encode_json, notification
 
-# docs/protocol.md, Progress: at most ten reports a second per call reach the agent (docs/limits.md).
-PROGRESS_INTERVAL = 0.1
+# docs/protocol.md, Progress: at most ten reports per call reach the agent in any second (docs/limits.md).
+PROGRESS_PER_SECOND = 10
 # docs/protocol.md, Progress: the longest message of a report, which must fit a bus field (core/wire.py).
 MAX_PROGRESS_MESSAGE_CHARS = 1024
 
@@ -68,42 +68,56 @@ def parse_report(
 
 
 class Progress:
-    """One call's progress toward its agent: its token, the last report sent, and the one waiting."""
+    """One call's progress toward its agent: its token, when the latest reports went, and the one waiting."""
 
-    __slots__ = ("token", "last", "next_at", "pending")
+    __slots__ = ("token", "last", "sent", "pending")
 
     def __init__(self, token: bytes | None) -> None:
         # The agent's progressToken as JSON; None on an app's instance for a call forwarded from
         # another, whose agent's instance holds the token (docs/scaling.md, Progress and trace context).
         self.token = token
         self.last = -math.inf  # MCP: each notification's progress is greater than the one before
-        self.next_at = -math.inf  # when the next report may go
-        self.pending: Report | None = None  # came too soon; replaced by any later one
+        self.sent: list[float] = []  # when the latest PROGRESS_PER_SECOND reports went, oldest first
+        self.pending: Report | None = (
+            None  # came while ten had gone within the second; replaced by a later one
+        )
+
+    def next_at(self) -> float:
+        """When the next report may go: at once, or a second after the oldest of the latest ten."""
+        sent = self.sent
+        return sent[0] + 1.0 if len(sent) == PROGRESS_PER_SECOND else -math.inf
 
     def take(self, report: Report, now: float) -> bool:
         """Whether `report` goes now; if it is newer but early, it waits as `pending`; if not newer, it is dropped."""
         if not report.progress > self.last:
             return False
         self.last = report.progress
-        if now < self.next_at:
+        if now < self.next_at():
             self.pending = report
             return False
-        self.next_at = now + PROGRESS_INTERVAL
+        self.pending = None  # an older one waiting is passed by this one
+        self._went(now)
         return True
 
     def due(self, now: float) -> Report | None:
-        """The pending report, if its time has come; it is then the last sent."""
+        """The pending report, if its time has come; it is then sent."""
         report = self.pending
-        if report is None or now < self.next_at:
+        if report is None or now < self.next_at():
             return None
         self.pending = None
-        self.next_at = now + PROGRESS_INTERVAL
+        self._went(now)
         return report
 
     def flush(self) -> Report | None:
         """The pending report, sent whatever the time: the call is answered next, so it is the last one."""
         report, self.pending = self.pending, None
         return report
+
+    def _went(self, now: float) -> None:
+        sent = self.sent
+        if len(sent) == PROGRESS_PER_SECOND:
+            del sent[0]
+        sent.append(now)
 
 
 def progress_notification(token: bytes, report: Report) -> bytes:

@@ -10,7 +10,7 @@ from fakes import NOW, RecordingWaiter, RecordingWake, connect, make_bridge, reg
 
 from clientmcp_fast.core.progress import (
     MAX_PROGRESS_MESSAGE_CHARS,
-    PROGRESS_INTERVAL,
+    PROGRESS_PER_SECOND,
     Progress,
     ProgressError,
     Report,
@@ -76,17 +76,29 @@ def test_the_notification_carries_the_token_as_the_agent_sent_it():
 # -- the pace ------------------------------------------------------------------------------------
 
 
-def test_the_first_report_goes_and_a_sooner_one_waits_replaced_by_a_later_one():
+def test_ten_go_at_once_and_the_eleventh_waits_replaced_by_a_later_one():
     pace = Progress(b"1")
-    assert pace.take(Report(1.0), NOW)
-    assert not pace.take(Report(2.0), NOW + 0.01)
-    assert not pace.take(Report(3.0), NOW + 0.02)
-    assert pace.pending == Report(3.0)
-    assert pace.due(NOW + PROGRESS_INTERVAL / 2) is None
-    assert pace.due(NOW + PROGRESS_INTERVAL) == Report(3.0)
+    for step in range(PROGRESS_PER_SECOND):
+        assert pace.take(Report(step), NOW + step * 0.01)  # a burst goes as it came
+    assert not pace.take(Report(10.0), NOW + 0.5)
+    assert not pace.take(Report(11.0), NOW + 0.6)
+    assert pace.pending == Report(11.0)
+    assert pace.next_at() == NOW + 1.0  # a second after the oldest of the ten
+    assert pace.due(NOW + 0.99) is None
+    assert pace.due(NOW + 1.0) == Report(11.0)
     assert pace.pending is None
-    assert not pace.take(Report(4.0), NOW + PROGRESS_INTERVAL + 0.05)  # the interval starts again
-    assert pace.flush() == Report(4.0) and pace.flush() is None
+    assert pace.next_at() == pytest.approx(NOW + 1.01)  # the window moved on by one
+    assert not pace.take(Report(12.0), NOW + 1.005)
+    assert pace.flush() == Report(12.0) and pace.flush() is None
+
+
+def test_a_report_that_may_go_passes_the_one_waiting():
+    pace = Progress(b"1")
+    for step in range(PROGRESS_PER_SECOND):
+        pace.take(Report(step), NOW)
+    assert not pace.take(Report(10.0), NOW + 0.5)
+    assert pace.take(Report(11.0), NOW + 1.0)  # the window has room: it goes, and 10 never will
+    assert pace.pending is None and pace.due(NOW + 5) is None
 
 
 def test_a_report_not_above_the_last_is_dropped():
@@ -129,30 +141,33 @@ def test_a_flood_is_paced_and_the_waiting_report_goes_when_due_or_before_the_ans
     channel, call = running_call(bridge)
     for step in range(1, 10_001):
         report(channel, call, step, NOW + 0.01)
-    assert call.events == [("slow",), ("progress", 1.0, None, None)]
+    assert call.events == [("slow",), *(("progress", float(step), None, None) for step in range(1, 11))]
     assert len(bridge._progress_waiting) == 1  # one report held, however many came
-    due = NOW + 0.01 + PROGRESS_INTERVAL
+    due = NOW + 1.01
     assert due in wake.times
     assert bridge.next_deadline() == pytest.approx(due)
     bridge.on_timer(due)
     assert call.events[-1] == ("progress", 10_000.0, None, None)
     assert not bridge._progress_waiting
-    report(channel, call, 10_001, due + 0.01)  # early again: it waits
+    for step in range(10_001, 10_021):
+        report(channel, call, step, due + 0.01)
+    assert call.progress.pending == Report(10_020.0)  # ten went within the second again
     send(channel, {"type": "result", "id": call.id, "result": {"content": []}}, due + 0.02)
-    assert call.events[-2:] == [("progress", 10_001.0, None, None), ("result", b'{"content":[]}', False)]
+    assert call.events[-2:] == [("progress", 10_020.0, None, None), ("result", b'{"content":[]}', False)]
 
 
 def test_a_report_waiting_for_a_call_that_ended_unanswered_is_dropped():
     bridge = make_bridge(app_idle_timeout=10_000, app_soft_seconds=10_000)
     channel, call = running_call(bridge)
-    report(channel, call, 1, NOW)
-    report(channel, call, 2, NOW + 0.01)
+    for step in range(1, 12):
+        report(channel, call, step, NOW)
+    assert call.progress.pending is not None
     channel.close(1000, "bye", NOW + 0.02)
     channel.connection_lost(NOW + 0.02)
     assert call.events[-1] == ("error", "The application disconnected before answering.")
     bridge.on_timer(NOW + 1)
     assert not bridge._progress_waiting
-    assert ("progress", 2.0, None, None) not in call.events
+    assert ("progress", 11.0, None, None) not in call.events
 
 
 def test_without_a_token_or_a_stream_nothing_is_sent():

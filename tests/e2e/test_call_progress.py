@@ -72,13 +72,13 @@ async def reporting_app(
 
 
 async def report_steps(ws: Any, call: dict[str, Any]) -> None:
-    """Three reports, each after the pace allows the next (docs/limits.md, Progress)."""
+    """Three reports, a little apart (the SDK reads them as they come)."""
     for progress, total, message in STEPS:
         report: dict[str, Any] = {"type": "progress", "id": call["id"], "progress": progress, "total": total}
         if message is not None:
             report["message"] = message
         await ws.send(json.dumps(report))
-        await asyncio.sleep(0.15)
+        await asyncio.sleep(0.05)
 
 
 @pytest.mark.parametrize("mode", ["legacy", MODERN])
@@ -123,14 +123,14 @@ def call_with_token(http: Any, bridge: Any, token: Any, request_id: Any = 1) -> 
 
 
 async def test_a_flood_is_paced_to_ten_a_second_and_ends_with_the_latest(bridge):
-    """10,000 reports in a burst reach the agent as a few events, increasing, the last one just before the answer."""
+    """10,000 reports in a burst reach the agent as at most eleven events, increasing, the last before the answer."""
 
     async def flood(ws: Any, call: dict[str, Any]) -> None:
         for step in range(1, 10_001):
             await ws.send(
                 json.dumps({"type": "progress", "id": call["id"], "progress": step, "total": 10_000})
             )
-        await asyncio.sleep(0.35)  # the pace lets a few more through meanwhile
+        await asyncio.sleep(0.2)
 
     async with reporting_app(bridge, "x", flood), http_client(bridge) as http:
         async with call_with_token(http, bridge, "tok-1") as response:
@@ -138,7 +138,7 @@ async def test_a_flood_is_paced_to_ten_a_second_and_ends_with_the_latest(bridge)
             messages = await sse_messages(response)
     reports = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
     assert messages[-1]["result"]["content"][0]["text"] == "done"
-    assert 1 <= len(reports) <= 8, reports  # ~0.35 s at ten a second, plus the last held back
+    assert 2 <= len(reports) <= 11, reports  # ten within the second, and the last held back
     assert all(report["progressToken"] == "tok-1" for report in reports)
     steps = [report["progress"] for report in reports]
     assert steps == sorted(set(steps)) and steps[-1] == 10_000
