@@ -7,12 +7,16 @@
     async with app:          # connects, registers, waits for `registered`
         await app.closed()   # calls are answered concurrently until the connection ends
 
-A handler is `async def handler(arguments: dict) -> result`. The result may be a full
-CallToolResult (a dict with `content`), a string (one text block), None ("Done."), or
+A handler is `async def handler(arguments: dict) -> result`, or `async def handler(arguments,
+call)` to be given the call's `ToolCall`: its trace context (`call.traceparent`,
+`call.tracestate`) and `await call.report(progress, total, message)`, which tells the agent
+how far along the call is (docs/apps.md, Progress and trace context). The result may be a
+full CallToolResult (a dict with `content`), a string (one text block), None ("Done."), or
 anything else JSON can carry (sent as JSON text; a dict also as `structuredContent`). An
 exception becomes a tool error the model can read. A `cancel` from the bridge cancels the
-handler's task. Connects, closes and reconnects are logged to the `clientmcp.client`
-logger. docs/apps.md documents the library.
+handler's task. With OpenTelemetry's API installed, each handler runs in a span
+`execute_tool <name>`, the child of the agent's trace. Connects, closes and reconnects are
+logged to the `clientmcp.client` logger. docs/apps.md documents the library.
 """
 
 from __future__ import annotations
@@ -23,19 +27,21 @@ import errno
 import inspect
 import json
 import logging
+import math
 import os
 import random
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import websockets
 from websockets.asyncio.client import ClientConnection
 
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
+from clientmcp_fast.core.progress import MAX_PROGRESS_MESSAGE_CHARS
 
-Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+Handler = Callable[[dict[str, Any]], Awaitable[Any]] | Callable[[dict[str, Any], "ToolCall"], Awaitable[Any]]
 TokenSource = str | Callable[[], str | Awaitable[str]]
 
 # Connects, closes, reconnects and refusals, for the app's developer: `logging.basicConfig(level="INFO")`.
@@ -157,12 +163,162 @@ def _as_result(value: Any) -> dict[str, Any]:
     return result
 
 
+def _takes_call(handler: Handler) -> bool:
+    """Whether `handler` takes a second positional parameter, the call's `ToolCall`."""
+    try:
+        parameters = inspect.signature(handler).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (some builtins): called as it always was
+        return False
+    positional = 0
+    for parameter in parameters:
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            return True
+        if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            positional += 1
+    return positional >= 2
+
+
 @dataclass
 class ExposedTool:
     """A tool the app declares, and the function that runs it."""
 
     definition: dict[str, Any]
     handler: Handler
+    takes_call: bool = False  # the handler is called as handler(arguments, call)
+
+
+def _check_number(value: object, name: str) -> None:
+    # The bridge reads a number as a double and refuses what is not finite (close 4400); bool
+    # is an int to Python but not a number to JSON.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be a finite number, not an integer beyond a double's range") from None
+    if not finite:
+        raise ValueError(f"{name} must be a finite number, not {value!r}")
+
+
+class ToolCall:
+    """One call a handler answers, its second parameter: the call's trace context, and progress reports."""
+
+    __slots__ = ("id", "name", "traceparent", "tracestate", "_conn", "_client", "_task")
+
+    def __init__(
+        self,
+        call_id: str,
+        name: str,
+        traceparent: str | None,
+        tracestate: str | None,
+        conn: _Connection,
+        client: ClientMCP,
+    ) -> None:
+        self.id = call_id
+        self.name = name
+        # W3C Trace Context of the agent's request (or of the bridge's span), when the bridge sent it.
+        self.traceparent = traceparent
+        self.tracestate = tracestate
+        self._conn = conn
+        self._client = client
+        self._task: asyncio.Task | None = None
+
+    def __repr__(self) -> str:
+        return f"ToolCall(id={self.id!r}, name={self.name!r})"
+
+    async def report(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Tell the agent how far this call is (`progress` of `total`, and a line for a person).
+
+        A bad value raises TypeError or ValueError here, rather than the bridge closing the
+        connection. Once the call is answered or cancelled, or its connection is gone, a report
+        is dropped without a word: a handler need not know whether its agent is still there.
+        """
+        _check_number(progress, "progress")
+        report: dict[str, Any] = {"type": "progress", "id": self.id, "progress": progress}
+        if total is not None:
+            _check_number(total, "total")
+            report["total"] = total
+        if message is not None:
+            if not isinstance(message, str):
+                raise TypeError(f"message must be a string, not {type(message).__name__}")
+            if len(message) > MAX_PROGRESS_MESSAGE_CHARS:
+                raise ValueError(
+                    f"message must be at most {MAX_PROGRESS_MESSAGE_CHARS} characters, not {len(message)}"
+                )
+            report["message"] = message
+        if self._conn.calls.get(self.id) is not self:
+            return
+        await self._client._send(self._conn, json.dumps(report, ensure_ascii=False, separators=(",", ":")))
+
+
+class _Tracing:
+    """OpenTelemetry's API, when the app's process has it: a span around each handler's run."""
+
+    def __init__(self) -> None:
+        from opentelemetry import context, trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        self.trace = trace
+        self.empty = context.Context()
+        # W3C Trace Context is what the bridge sends, whatever propagator the app configured globally.
+        self.propagator = TraceContextTextMapPropagator()
+        self.error = trace.Status(trace.StatusCode.ERROR)
+
+    def span(self, call: ToolCall) -> contextlib.AbstractContextManager[Any]:
+        """The span `execute_tool <name>` for `call`, made current, the child of the call's trace context.
+
+        Without one it starts a trace of its own, rather than joining whatever span was current
+        when the app connected.
+        """
+        carrier = {}
+        if call.traceparent is not None:
+            carrier["traceparent"] = call.traceparent
+            if call.tracestate is not None:
+                carrier["tracestate"] = call.tracestate
+        parent = self.propagator.extract(carrier, context=self.empty)
+        # The tracer is looked up per call: the app may set its TracerProvider after connecting.
+        tracer = self.trace.get_tracer("clientmcp_fast.client")
+        return tracer.start_as_current_span(
+            f"execute_tool {call.name}",
+            context=parent,
+            kind=self.trace.SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.name,
+                "mcp.method.name": "tools/call",
+            },
+            # What ends the handler is ours to say: a cancel is not an error, an exception is.
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+
+    def failed(self, span: Any, error: Exception) -> None:
+        """The handler raised `error`: the span records it and ends in error."""
+        cls = type(error)
+        name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+        span.record_exception(error)
+        span.set_attribute("error.type", name)  # OpenTelemetry's conventions: the class's full name
+        span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, f"{cls.__name__}: {error}"))
+
+    def tool_error(self, span: Any) -> None:
+        """The handler answered a tool error (`isError`): the span ends in error, as MCP's semantic conventions say."""
+        span.set_attribute("error.type", "tool_error")
+        span.set_status(self.error)
+
+
+# OpenTelemetry, imported at the first call answered: None until then, False when it is not installed.
+_tracing: _Tracing | Literal[False] | None = None
+
+
+def _opentelemetry() -> _Tracing | None:
+    """The span maker, or None when the app's process has no OpenTelemetry API; imported once."""
+    global _tracing
+    if _tracing is None:
+        try:
+            _tracing = _Tracing()
+        except ImportError:
+            _tracing = False
+    return _tracing or None
 
 
 @dataclass
@@ -170,9 +326,14 @@ class _Connection:
     ws: ClientConnection
     last_sent: float
     last_heard: float
-    tasks: dict[str, asyncio.Task] = field(default_factory=dict)  # handlers, by call id
+    calls: dict[str, ToolCall] = field(default_factory=dict)  # being answered, by call id
     sending: set[asyncio.Task] = field(default_factory=set)  # registers sent from sync code
     registered_at: float | None = None  # when the bridge first answered `registered`
+
+    def forget(self, call: ToolCall) -> None:
+        """`call` is over: its reports are dropped from now on."""
+        if self.calls.get(call.id) is call:
+            del self.calls[call.id]
 
 
 @dataclass(frozen=True)
@@ -260,7 +421,7 @@ class ClientMCP:
             definition["annotations"] = {**RISK_ANNOTATIONS[risk], **members.pop("annotations", {})}
             definition["_meta"] = {**members.pop("_meta", {}), RISK_META: risk}
         definition.update(members)
-        self.tools[name] = ExposedTool(definition, handler)
+        self.tools[name] = ExposedTool(definition, handler, _takes_call(handler))
         self._register_if_connected()
 
     def remove(self, name: str) -> None:
@@ -278,6 +439,11 @@ class ClientMCP:
             message["instructions"] = self.instructions
         if self._on_authorize is not None:
             message["consent"] = True
+        # Always: a handler may report at any time, and may read the trace context. A bridge
+        # before these extensions ignores both (ClientMCP v1 §3.2); one after sends the trace
+        # context only when the agent's request had one or the bridge traces itself.
+        message["progress"] = True
+        message["trace"] = True
         return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
     # -- connecting -------------------------------------------------------------------------
@@ -453,8 +619,10 @@ class ClientMCP:
             raise
         finally:
             pinger.cancel()
-            for task in conn.tasks.values():
-                task.cancel()
+            calls, conn.calls = list(conn.calls.values()), {}  # ended: their reports are dropped
+            for call in calls:
+                if call._task is not None:
+                    call._task.cancel()
             self._conn = None
             self._registered.clear()  # whatever was registered ended with the connection
             close = ws.protocol.close_rcvd
@@ -513,16 +681,24 @@ class ClientMCP:
                 logger.debug("registered %s", _tools(len(self.tools)))
                 self._registered.set()
         elif kind == "call":
-            call_id = message["id"]
-            task = asyncio.get_running_loop().create_task(
-                self._answer(conn, call_id, message["name"], message.get("arguments", {}))
+            traceparent, tracestate = message.get("traceparent"), message.get("tracestate")
+            call = ToolCall(
+                message["id"],
+                message["name"],
+                traceparent if isinstance(traceparent, str) else None,
+                tracestate if isinstance(tracestate, str) else None,
+                conn,
+                self,
             )
-            conn.tasks[call_id] = task
+            call._task = asyncio.get_running_loop().create_task(
+                self._answer(conn, call, message.get("arguments", {}))
+            )
+            conn.calls[call.id] = call
         elif kind == "cancel":
-            task = conn.tasks.pop(message["id"], None)
-            if task is not None:
+            call = conn.calls.pop(message["id"], None)
+            if call is not None and call._task is not None:
                 self.calls_cancelled += 1
-                task.cancel()
+                call._task.cancel()
         elif kind == "authorize":
             client = message.get("client") or {}
             request = AuthorizeRequest(
@@ -548,29 +724,45 @@ class ClientMCP:
                 logger.exception("on_authorize failed: the request of %s is denied", request.client_origin)
         await self._send(conn, json.dumps({"type": "consent", "id": request.id, "allow": allow}))
 
-    async def _answer(self, conn: _Connection, call_id: str, name: str, arguments: dict[str, Any]) -> None:
-        tool = self.tools.get(name)
+    async def _answer(self, conn: _Connection, call: ToolCall, arguments: dict[str, Any]) -> None:
+        tool = self.tools.get(call.name)
         try:
             if tool is None:
-                result = text_result(f"Unknown tool: {name}", is_error=True)
+                result = text_result(f"Unknown tool: {call.name}", is_error=True)
             else:
-                try:
-                    result = _as_result(await tool.handler(arguments))
-                except asyncio.CancelledError:
-                    raise
-                except Exception as error:  # the model learns why the tool failed
-                    result = text_result(f"{type(error).__name__}: {error}", is_error=True)
-            payload = json.dumps({"type": "result", "id": call_id, "result": result}, ensure_ascii=False)
+                result = await self._handle(tool, arguments, call)
+            payload = json.dumps({"type": "result", "id": call.id, "result": result}, ensure_ascii=False)
             if len(payload.encode("utf-8")) > MAX_MESSAGE_BYTES:
                 payload = json.dumps(
                     {
                         "type": "result",
-                        "id": call_id,
+                        "id": call.id,
                         "result": text_result(
                             "The result is too large to deliver (over 4 MiB).", is_error=True
                         ),
                     }
                 )
+            conn.forget(call)  # answered: a report from now on would come after the result
             await self._send(conn, payload)
         finally:
-            conn.tasks.pop(call_id, None)
+            conn.forget(call)
+
+    async def _handle(self, tool: ExposedTool, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+        """The handler's answer as a CallToolResult, in its span if OpenTelemetry is there."""
+        tracing = _opentelemetry()
+        with contextlib.nullcontext() if tracing is None else tracing.span(call) as span:
+            try:
+                if tool.takes_call:
+                    value = await tool.handler(arguments, call)  # type: ignore[call-arg]
+                else:
+                    value = await tool.handler(arguments)  # type: ignore[call-arg]
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # the model learns why the tool failed
+                if tracing is not None:
+                    tracing.failed(span, error)
+                return text_result(f"{type(error).__name__}: {error}", is_error=True)
+            result = _as_result(value)
+            if tracing is not None and result.get("isError") is True:
+                tracing.tool_error(span)
+            return result

@@ -1,4 +1,4 @@
-"""A notes app showing what the library offers: the four risk levels, outcomes, results, logging.
+"""A notes app showing what the library offers: the four risk levels, outcomes, results, progress, logging.
 
 Run it beside a bridge (`clientmcp serve`, as the README's "Run a bridge" says):
 
@@ -27,6 +27,15 @@ async def read_note(arguments):  # a string: one text block; a KeyError: a tool 
     return notes[arguments["name"]]
 
 
+async def search_notes(arguments, call):  # a second parameter: the call, to report progress on
+    found = []
+    for done, name in enumerate(sorted(notes), start=1):
+        if arguments["text"] in notes[name]:
+            found.append(name)
+        await call.report(done, len(notes), f"Searched {name}")
+    return {"names": found}
+
+
 async def write_note(arguments):  # completed: the change holds
     notes[arguments["name"]] = arguments["text"]
     return completed(f"Saved {arguments['name']}", name=arguments["name"])
@@ -51,6 +60,13 @@ async def main():
     app = ClientMCP(url, os.environ["CLIENTMCP_CLIENT_TOKEN"], instructions="Notes, each with a unique name.")
     app.expose("list_notes", list_notes, description="The names of all notes", risk="observe")
     app.expose("read_note", read_note, description="A note's text", input_schema=NAMED, risk="observe")
+    app.expose(
+        "search_notes",
+        search_notes,
+        description="The names of the notes whose text holds some text",
+        input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        risk="observe",
+    )
     app.expose(
         "write_note",
         write_note,

@@ -1,4 +1,4 @@
-"""Progress of a long call, from the app to the agent (docs/protocol.md, Progress; BRIDGE.md §10).
+"""Progress of a long call, from the app to the agent (docs/protocol.md, Progress).
 
 The agent is the official `mcp` SDK with a `progress_callback`, in both eras, through one
 bridge and through two instances joined by NATS; the app is the bare `websockets` library,

@@ -140,6 +140,12 @@ def test_the_apps_hear_ctrl_c_however_the_tests_were_started():
 
 def mcp(url: str, token: str, method: str, params: dict | None = None) -> dict:
     """One JSON-RPC request to the bridge as an agent; its result."""
+    (answer,) = mcp_messages(url, token, method, params)
+    return answer["result"]
+
+
+def mcp_messages(url: str, token: str, method: str, params: dict | None = None) -> list[dict]:
+    """One JSON-RPC request to the bridge as an agent; what came back: the answer, or each event of a stream."""
     parts = urlsplit(url)
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=WAIT)
@@ -152,7 +158,14 @@ def mcp(url: str, token: str, method: str, params: dict | None = None) -> dict:
         )
         response = conn.getresponse()
         assert response.status == 200, response.status
-        return json.loads(response.read())["result"]
+        text = response.read().decode()
+        if response.getheader("Content-Type", "").startswith("text/event-stream"):
+            return [
+                json.loads(line[5:])
+                for line in text.splitlines()
+                if line.startswith("data:") and line[5:].strip()
+            ]
+        return [json.loads(text)]
     finally:
         conn.close()
 
@@ -268,6 +281,7 @@ def test_the_notes_app_answers_as_docs_apps_md_says(start_bridge):
         } == {
             "list_notes": ("observe", {"readOnlyHint": True}),
             "read_note": ("observe", {"readOnlyHint": True}),
+            "search_notes": ("observe", {"readOnlyHint": True}),
             "write_note": ("operate", {"readOnlyHint": False, "destructiveHint": False}),
             "delete_note": ("manage", {"destructiveHint": True, "idempotentHint": True}),
             "mail_notes": (
@@ -284,6 +298,23 @@ def test_the_notes_app_answers_as_docs_apps_md_says(start_bridge):
             "structuredContent": {"status": "completed", "name": "eggs"},
         }
         assert call("read_note", name="eggs") == {"content": [{"type": "text", "text": "Buy a dozen"}]}
+        # Asked for progress, the agent hears each note searched, then the answer.
+        search = {"name": "search_notes", "arguments": {"text": "dozen"}, "_meta": {"progressToken": "s"}}
+        assert mcp_messages(bridge.mcp_url, token, "tools/call", search) == [
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": "s", "progress": 1, "total": 1, "message": "Searched eggs"},
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "result": {
+                    "content": [{"type": "text", "text": '{"names": ["eggs"]}'}],
+                    "structuredContent": {"names": ["eggs"]},
+                },
+            },
+        ]
         assert call("list_notes") == {
             "content": [{"type": "text", "text": '{"names": ["eggs"]}'}],
             "structuredContent": {"names": ["eggs"]},
@@ -305,7 +336,7 @@ def test_the_notes_app_answers_as_docs_apps_md_says(start_bridge):
             "isError": True,
         }
     # logging.basicConfig's format (LEVEL:logger:message) of what the library says.
-    assert f"INFO:clientmcp.client:connected to {bridge.ws_url}; registering 5 tools\n" in app.log
+    assert f"INFO:clientmcp.client:connected to {bridge.ws_url}; registering 6 tools\n" in app.log
     assert (
         f"INFO:clientmcp.client:connection to {bridge.ws_url} closed with 1000 (a normal close)\n" in app.log
     )

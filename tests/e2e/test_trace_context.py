@@ -1,4 +1,4 @@
-"""The agent's W3C trace context reaching the app (docs/protocol.md, Trace context; BRIDGE.md §10).
+"""The agent's W3C trace context reaching the app (docs/protocol.md, Trace context).
 
 The bridge here does not trace itself (no `OTEL_*` settings): the app gets the agent's
 `traceparent` and `tracestate` as the agent sent them, from `_meta` in either era or from
