@@ -170,16 +170,25 @@ def call_tracing(environ: Mapping[str, str]) -> OtelCallTracing | None:
     # Shut down by the server (`shut_down`), within its own shutdown's bound, not at exit.
     provider = TracerProvider(resource=_service_resource(environ), shutdown_on_exit=False)
     where = []
-    for name in exporters:
-        if name == "otlp":
-            endpoint = otlp_traces_endpoint(environ)
-            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
-            where.append(f"OTLP/HTTP {shown_endpoint(endpoint)}")
-        else:
-            from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+    try:
+        for name in exporters:
+            if name == "otlp":
+                endpoint = otlp_traces_endpoint(environ)
+                provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+                where.append(f"OTLP/HTTP {shown_endpoint(endpoint)}")
+            else:
+                from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
-            where.append("the console (stdout)")
+                provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+                where.append("the console (stdout)")
+    except Exception as error:
+        # OpenTelemetry's variables are not the bridge's settings: as the SDK does, a bad one
+        # costs the traces, never the service (a certificate file that is not there, say).
+        provider.shutdown()
+        logger.error(
+            "tracing: the exporter cannot be made (%s: %s): tracing is off", type(error).__name__, error
+        )
+        return None
     service = provider.resource.attributes.get("service.name")
     logger.info("tracing on: a span per tools/call, service %s, to %s", service, " and ".join(where))
     return OtelCallTracing(provider.get_tracer("clientmcp_fast"), provider)

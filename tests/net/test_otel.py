@@ -479,6 +479,23 @@ class TestTurningOn:
             "pip install 'clientmcp-fast[otel]'"
         ]
 
+    def test_an_exporter_that_cannot_be_made_costs_the_traces_not_the_bridge(self, monkeypatch, caplog):
+        from opentelemetry.exporter.otlp.proto.http import trace_exporter
+
+        def broken(**kwargs):
+            raise FileNotFoundError("no such certificate: /etc/ca.pem")
+
+        monkeypatch.setattr(trace_exporter, "OTLPSpanExporter", broken)
+        with caplog.at_level(logging.WARNING, logger="clientmcp"):
+            assert call_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector:4318"}) is None
+        assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+            (
+                logging.ERROR,
+                "tracing: the exporter cannot be made (FileNotFoundError: no such certificate: /etc/ca.pem): "
+                "tracing is off",
+            )
+        ]
+
     def test_the_exporter_missing_alone_is_the_extra_missing_too(self, monkeypatch, caplog):
         monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
         with caplog.at_level(logging.WARNING, logger="clientmcp"):
@@ -546,18 +563,20 @@ def test_a_bridge_asked_for_traces_imports_the_sdk():
 
 
 def test_otel_is_reached_only_by_the_servers_tracer_choice():
-    # clientmcp_fast.otel is imported in one place, lazily; opentelemetry nowhere else.
-    from test_imports import MODULES
+    # clientmcp_fast.otel is imported in one place, lazily; of what the server imports, only it
+    # imports opentelemetry (the app library, clientmcp_fast.client, has its own, for apps).
+    from test_imports import MODULES, reached
 
     importers = sorted(name for name, imports in MODULES.items() if "clientmcp_fast.otel" in imports)
     assert importers == ["clientmcp_fast.net.server"]
+    server = {"clientmcp_fast.net.server", *reached("clientmcp_fast.net.server")}
     users = sorted(
         name
-        for name, imports in MODULES.items()
-        if any(i == "opentelemetry" or i.startswith("opentelemetry.") for i in imports)
+        for name in server
+        if any(i == "opentelemetry" or i.startswith("opentelemetry.") for i in MODULES[name])
     )
     assert users == ["clientmcp_fast.otel"]
-    assert otel.__name__ == "clientmcp_fast.otel"
+    assert otel.__name__ in server
 
 
 # -- the tests' OTLP receiver ----------------------------------------------------------------
