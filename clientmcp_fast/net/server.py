@@ -9,6 +9,7 @@ import resource
 import signal
 import socket
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from clientmcp_fast import log
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from clientmcp_fast.net.nats import NatsCluster
     from clientmcp_fast.net.nats_connection import NatsConnection
     from clientmcp_fast.net.oauth import OAuthEndpoints
+    from clientmcp_fast.otel import OtelCallTracing
 
 SHUTDOWN_GRACE_SECONDS = 4.0
 # Out of open files, libuv accepts each new connection and closes it at once (its reserved
@@ -97,6 +99,19 @@ def listen_failure(error: OSError) -> str:
     return os.strerror(error.errno)
 
 
+def call_tracing(environ: Mapping[str, str]) -> OtelCallTracing | None:
+    """The bridge's own tracer when OpenTelemetry's variables ask for one (docs/operations.md, Tracing); else None.
+
+    Without an OTEL_ variable, clientmcp_fast.otel is not even imported, so that a bridge that
+    does not trace loads nothing of OpenTelemetry.
+    """
+    if not any(name.startswith("OTEL_") for name in environ):
+        return None
+    from clientmcp_fast.otel import call_tracing as otel_call_tracing
+
+    return otel_call_tracing(environ)
+
+
 async def _follow_generations(server: Server, state: str) -> GenerationFollower:
     """Token generations from the state store, followed from now on (docs/configuration.md, Revocation).
 
@@ -125,6 +140,7 @@ class Server:
         self.verifier = TokenVerifier(settings.secrets)
         self._sync_wall_clock()
         self.events = log.event_log(self.loop.call_soon)  # what is logged (docs/operations.md, Log events)
+        self.tracing = call_tracing(os.environ)  # a span per call, when OTEL_ variables ask for it
         self.bridge = Bridge(
             self.limits,
             self.verifier,
@@ -132,6 +148,7 @@ class Server:
             app_connection_limit(self.limits),
             new_session_id=new_session_id,
             events=self.events,
+            tracing=self.tracing,
         )
         self.agents = AgentEndpoint(self.bridge, self.verifier, settings.allowed_origins)
         self.http_connections: set[HttpProtocol] = set()
@@ -229,6 +246,9 @@ class Server:
         if self.nats is not None:
             await self.nats.close()
             self.nats = None
+        if self.tracing is not None:
+            self.tracing.shut_down()  # no call has started: nothing to wait for
+            self.tracing = None
 
     async def run(self) -> None:
         """Serve until SIGTERM or SIGINT, then shut down gracefully (docs/protocol.md, Shutdown)."""
@@ -373,6 +393,8 @@ class Server:
             conn.shutdown()
         self.bridge.shutdown(self.loop.time())
         self.writes.flush()
+        # The calls' spans have all ended: they are exported while the connections close, in the same bound.
+        exporting = self.tracing.shut_down() if self.tracing is not None else None
         give_up = self.loop.time() + SHUTDOWN_GRACE_SECONDS
         while (self.http_connections or self.websockets) and self.loop.time() < give_up:
             await asyncio.sleep(0.02)
@@ -393,5 +415,12 @@ class Server:
             await self.metrics.stop()
         if self._listener is not None:
             await self._listener.wait_closed()
+        if exporting is not None:
+            while exporting.is_alive() and self.loop.time() < give_up:
+                await asyncio.sleep(0.02)
+            if exporting.is_alive():
+                logger.warning(
+                    "tracing: spans not exported within %g s of the shutdown are lost", SHUTDOWN_GRACE_SECONDS
+                )
         self.events.flush()
         logger.info("stopped")
