@@ -17,6 +17,7 @@ TYPED = (
     "core.jsonrpc",
     "core.tokens",
     "core.calls",
+    "core.tracing",
     "core.bridge",
     "core.channel",
     "core.websocket",

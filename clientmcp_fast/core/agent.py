@@ -232,7 +232,7 @@ class AgentEndpoint:
             return
         named = body_version if body_version is not None else header_version
         if named is None or named in LEGACY:
-            serve_legacy(self.bridge, context, message, params, now)
+            serve_legacy(self.bridge, context, message, params, meta, now)
         elif named == MODERN:
             serve_modern(
                 self.bridge,

@@ -8,4 +8,4 @@ from clientmcp_fast.core.http cimport Exchange
 from clientmcp_fast.core.jsonrpc cimport valid_id
 
 
-cpdef serve_legacy(Bridge bridge, Context context, message, params, now)
+cpdef serve_legacy(Bridge bridge, Context context, message, params, meta, now)

@@ -28,8 +28,10 @@ if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
 
 
-def serve_legacy(bridge: Bridge, context: Context, message: Message, params: Params, now: float) -> None:
-    """A legacy request, notification or response, alone or as one element of a batch."""
+def serve_legacy(
+    bridge: Bridge, context: Context, message: Message, params: Params, meta: object, now: float
+) -> None:
+    """A legacy request, notification or response, alone or as one element of a batch; `meta` is `params.meta`."""
     method = message.method
     bridge.counters.request(False, method)
     raw_id = message.id
@@ -55,6 +57,7 @@ def serve_legacy(bridge: Bridge, context: Context, message: Message, params: Par
             id_json,
             params.name,
             params,
+            meta,
             False,
             context.exchange.request.header(MCP_SESSION_ID),
             now,
@@ -185,7 +188,8 @@ class _Batch:
                     200, valid_id(message.id) or NULL_ID, INVALID_REQUEST, "initialize cannot be batched"
                 )
                 continue
-            serve_legacy(bridge, element, message, message.params, now)
+            params = message.params
+            serve_legacy(bridge, element, message, params, params.meta, now)
 
     def answered(self, index: int, body: bytes) -> None:
         self.answers[index] = body

@@ -98,7 +98,7 @@ def serve_modern(
             context.fail(400, id_json, HEADER_MISMATCH, "Mcp-Name header does not match params.name")
             return
         # Mcp-Param-* headers are checked there, against the tool's annotations.
-        tools_call(bridge, context, id_json, name, params, True, None, now)
+        tools_call(bridge, context, id_json, name, params, meta, True, None, now)
     elif method == "tools/list":
         tools_list(bridge, context, id_json, params, True)
     elif method == "server/discover":

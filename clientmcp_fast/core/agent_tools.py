@@ -53,11 +53,12 @@ def tools_call(
     id_json: bytes,
     name: object,
     params: Params,
+    meta: object,
     modern: bool,
     session: bytes | None,
     now: float,
 ) -> None:
-    """A tools/call; `name` is `params.name` (see `decode_body`)."""
+    """A tools/call; `name` is `params.name` and `meta` is `params.meta` (see `decode_body`), read by the caller."""
     error_status = 400 if modern else 200
     if not isinstance(name, str):
         context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: name must be a string")
@@ -68,29 +69,9 @@ def tools_call(
     elif first_byte(arguments) != 0x7B:  # "{"
         context.fail(error_status, id_json, INVALID_PARAMS, "Invalid params: arguments must be an object")
         return
-    meta = params.meta
-    traceparent = None
-    if type(meta) is Meta:
-        token = meta.progressToken
-        if token is not UNSET:
-            token = valid_id(token)
-            if token is None:
-                context.fail(
-                    error_status,
-                    id_json,
-                    INVALID_PARAMS,
-                    "Invalid params: _meta.progressToken must be a string or a number",
-                )
-                return
-            if context.wants_stream:  # else there is no stream to carry it: reports are dropped
-                context.progress = Progress(token)
-        traceparent = meta.traceparent
-        if traceparent is not UNSET:
-            _take_trace(context, traceparent, meta.tracestate)
-    if traceparent is UNSET or traceparent is None:
-        others = context.exchange.request.others
-        if others is not None and b"traceparent" in others:
-            _trace_from_headers(context, others)
+    tracing = bridge.tracing is not None
+    if tracing:
+        _take_trace(context, meta)  # before any refusal: the span of a refused call has its parent too
     app = bridge.apps.get(context.client_id)
     if app is None:
         _refused(bridge, context, name, modern, Outcome.OFFLINE)
@@ -114,6 +95,11 @@ def tools_call(
         _refused(bridge, context, name, modern, Outcome.UNKNOWN_TOOL)
         context.fail(error_status, id_json, INVALID_PARAMS, f"Unknown tool: {name}")
         return
+    if toolset.extended:  # the extensions of docs/protocol.md: Progress, and Trace context
+        if toolset.progress and not _take_progress(context, meta, error_status, id_json):
+            return
+        if toolset.trace and not tracing:
+            _take_trace(context, meta)
     if modern and tool.header_params:
         request = context.exchange.request
         problem = param_header_problem(tool.header_params, arguments, request.headers, request.repeated)
@@ -132,25 +118,52 @@ def tools_call(
     context.start_call(bridge, app, tool, arguments, modern, id_json, session, now)
 
 
-def _take_trace(context: Context, traceparent: object, tracestate: object) -> None:
-    """The agent's trace context for the app, if valid; a malformed one is dropped (docs/protocol.md, Trace context)."""
+def _take_progress(context: Context, meta: object, error_status: int, id_json: bytes) -> bool:
+    """The agent's progress token, if it gave one (docs/protocol.md, Progress); False after answering -32602."""
+    if type(meta) is not Meta:
+        return True
+    token = meta.progressToken
+    if token is UNSET:
+        return True
+    token = valid_id(token)
+    if token is None:
+        context.fail(
+            error_status,
+            id_json,
+            INVALID_PARAMS,
+            "Invalid params: _meta.progressToken must be a string or a number",
+        )
+        return False
+    if context.wants_stream:  # else there is no stream to carry it: reports are dropped
+        context.progress = Progress(token)
+    return True
+
+
+def _take_trace(context: Context, meta: object) -> None:
+    """The agent's trace context, from `_meta` or else the headers; a malformed one is dropped (docs/protocol.md)."""
+    if type(meta) is Meta and meta.traceparent is not UNSET:
+        _check_trace(context, meta.traceparent, meta.tracestate)
+        return
+    others = context.exchange.request.others
+    if others is None or b"traceparent" not in others:
+        return
+    if b"traceparent" in context.exchange.request.repeated:
+        return  # two traceparent headers: which one is meant cannot be told, so neither is taken
+    # Several tracestate headers arrive joined by commas, as §3.3.1 says they combine; the
+    # reader took the whitespace around each value off.
+    tracestate = others.get(b"tracestate")
+    _check_trace(
+        context,
+        others[b"traceparent"].decode("latin-1"),
+        None if tracestate is None else tracestate.decode("latin-1"),
+    )
+
+
+def _check_trace(context: Context, traceparent: object, tracestate: object) -> None:
     traceparent = valid_traceparent(traceparent)
     if traceparent is not None:
         context.traceparent = traceparent
         context.tracestate = valid_tracestate(tracestate)
-
-
-def _trace_from_headers(context: Context, headers: dict[bytes, bytes]) -> None:
-    """The trace context of the `traceparent` and `tracestate` headers (W3C Trace Context §3)."""
-    if b"traceparent" in context.exchange.request.repeated:
-        return  # two traceparent headers: which one is meant cannot be told, so neither is taken
-    # Several tracestate headers arrive joined by commas, as §3.3.1 says they combine.
-    tracestate = headers.get(b"tracestate")
-    _take_trace(
-        context,
-        headers[b"traceparent"].decode("latin-1").strip(" \t"),
-        None if tracestate is None else tracestate.decode("latin-1"),
-    )
 
 
 def _refused(bridge: Bridge, context: Context, name: str, modern: bool, outcome: Outcome) -> None:

@@ -6,6 +6,10 @@ from clientmcp_fast.core.calls cimport Call, InFlightCalls
 from clientmcp_fast.core.counters cimport Counters
 from clientmcp_fast.core.events cimport EventLog
 from clientmcp_fast.core.tokens cimport Grant, TokenVerifier
+from clientmcp_fast.core.tracing cimport CallTracing
+
+
+cpdef bytes with_trace(bytes message, str traceparent, tracestate)
 
 
 cdef class Bridge:
@@ -30,7 +34,7 @@ cdef class Bridge:
     cdef public Py_ssize_t max_calls_per_token
     cdef public object new_session_id
     cdef public object consents
-    cdef public object tracing
+    cdef public CallTracing tracing
     cdef public dict _progress_waiting
 
     cpdef complete(self, Call call, result, Py_ssize_t shape, double now)

@@ -41,10 +41,20 @@ _TOOL_ERROR = Outcome.TOOL_ERROR
 
 def with_trace(message: bytes, traceparent: str, tracestate: str | None) -> bytes:
     """A `call` message with the call's trace context members (docs/protocol.md, Trace context)."""
-    extra = b',"traceparent":' + encode_json(traceparent)
-    if tracestate is not None:
-        extra += b',"tracestate":' + encode_json(tracestate)  # W3C allows quotes and backslashes in it
-    return message[:-1] + extra + b"}"
+    # A checked traceparent is hex and dashes (core/tracing.py): nothing to escape. W3C allows
+    # quotes and backslashes in a tracestate's values, so it is encoded as JSON.
+    if tracestate is None:
+        return b"".join((message[:-1], b',"traceparent":"', traceparent.encode(), b'"}'))
+    return b"".join(
+        (
+            message[:-1],
+            b',"traceparent":"',
+            traceparent.encode(),
+            b'","tracestate":',
+            encode_json(tracestate),
+            b"}",
+        )
+    )
 
 
 class NotificationStream(Protocol):

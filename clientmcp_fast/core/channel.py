@@ -18,6 +18,8 @@ from clientmcp_fast.core.messages import (
     REGISTERED,
     authorize_message,
     decode_app_message,
+    decode_progress,
+    decode_register_extensions,
     loose_app_message,
 )
 from clientmcp_fast.core.outcomes import Outcome
@@ -33,7 +35,7 @@ from clientmcp_fast.core.websocket import (
     check_upgrade,
     offered_subprotocols,
 )
-from clientmcp_fast.speedups import PONG_FRAME, SHAPE_BAD, result_shape
+from clientmcp_fast.speedups import PONG_FRAME, SHAPE_BAD, json_member, result_shape
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.bridge import Bridge
@@ -194,11 +196,11 @@ class AppChannel(MessageHandler):
         if kind == "result":
             self._on_result(message)
         elif kind == "register":
-            self._on_register(message)
+            self._on_register(message, payload)
         elif kind == "ping":
             self.ws.send_frame(PONG_FRAME)
         elif kind == "progress":
-            self._on_progress(message)
+            self._on_progress(payload)
         elif kind == "consent":
             self._on_consent(message)
         elif kind in BRIDGE_TYPES:
@@ -223,15 +225,17 @@ class AppChannel(MessageHandler):
             # Unknown and finished ids are ignored, so cancel/result races are harmless.
             self.bridge.complete(call, result, shape, self.last_seen)
 
-    def _on_register(self, message) -> None:
+    def _on_register(self, message, payload: bytes) -> None:
+        # The whole message was read as JSON already: this second reading cannot fail.
+        extensions = decode_register_extensions(payload)
         try:
             toolset = parse_register(
                 message.tools,
                 message.instructions,
                 self.bridge.limits.max_tools,
                 message.consent,
-                message.progress,
-                message.trace,
+                extensions.progress,
+                extensions.trace,
             )
         except RegisterError as error:
             self.bridge.counters.registers_refused += 1
@@ -242,11 +246,12 @@ class AppChannel(MessageHandler):
         self.bridge.registered(self, toolset)
         self.ws.send_text(REGISTERED)
 
-    def _on_progress(self, message) -> None:
+    def _on_progress(self, payload: bytes) -> None:
         toolset = self.toolset
         if toolset is None or not toolset.progress:
             return  # not declared: an unknown type to this app's bridge, as to a v1 bridge
-        call_id = message.id
+        message = decode_progress(payload)  # read as JSON already: it cannot fail
+        call_id = json_member(message.id)
         if not isinstance(call_id, str):
             self.ws.close(4400, "progress: id must be the call's id, a string")
             return

@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 # The other side checked the register against its own limit already.
 _ANY_NUMBER = 1 << 30
-# A remote app's calls carry the agent's trace context whatever the app registered: its own
-# instance, which knows, passes it on or not (docs/scaling.md, Progress and trace context).
+# A remote app's calls carry the agent's trace context, and read its progress token, whatever
+# the app registered: its own instance, which knows, passes them on or not
+# (docs/scaling.md, Progress and trace context).
 _TRUE = msgspec.Raw(b"true")
 
 
@@ -238,6 +239,7 @@ class Forwarding:
                 msgspec.Raw(tools),
                 msgspec.UNSET if text is None else msgspec.Raw(encode_json(text)),
                 _ANY_NUMBER,
+                progress=_TRUE,
                 trace=_TRUE,
             )
         except RegisterError:  # pragma: no cover - the app's instance accepted it

@@ -36,11 +36,25 @@ class AppMessage(msgspec.Struct, gc=False):
     instructions: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     consent: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # register: the app answers `authorize`
     allow: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # consent: the app's answer
-    # register: the app reports progress; progress: how far (docs/protocol.md, Progress).
+    # The members of the extensions' messages are read by a second decoder of their own
+    # (`decode_register_extensions`, `decode_progress`), so that a result, the message of
+    # every call, is not a struct with more members to fill in and free.
+
+
+class RegisterExtensions(msgspec.Struct, gc=False):
+    """A register's members for the extensions of docs/protocol.md: `progress` (Progress), `trace` (Trace context)."""
+
     progress: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    total: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # progress: out of how much
-    message: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # progress: a line for a person
-    trace: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # register: calls carry trace context
+    trace: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class ProgressMessage(msgspec.Struct, gc=False):
+    """A `progress` message's members (docs/protocol.md, Progress), each kept as sent until checked."""
+
+    id: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    progress: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    total: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    message: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 class ToolHead(msgspec.Struct, gc=False):
@@ -56,6 +70,8 @@ _decode_loose_app_message = msgspec.json.Decoder(
     loose_struct(AppMessage, "_LooseAppMessage", type=str)
 ).decode
 decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
+decode_register_extensions = msgspec.json.Decoder(RegisterExtensions).decode
+decode_progress = msgspec.json.Decoder(ProgressMessage).decode
 decode_tool_head = msgspec.json.Decoder(ToolHead).decode
 
 

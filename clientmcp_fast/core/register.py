@@ -47,6 +47,9 @@ class ToolSet:
     # Calls to the app carry the trace context (docs/protocol.md, Trace context). An app held by
     # another instance has it always: that instance, which knows the app, decides (core/forwarding.py).
     trace: bool = False
+    # Either extension: what a tools/call reads first, so that a call to an app with neither
+    # does not read the agent's progress token or trace context at all.
+    extended: bool = False
     # tools_json within each scope agents listed it with, by the scope's key (`scoped_tools_json`).
     scoped: dict[frozenset[str], bytes] = field(default_factory=dict, compare=False, repr=False)
 
@@ -181,5 +184,5 @@ def parse_register(
     # Every tool was checked, so every element of the array is in the set: the bytes the app
     # sent are kept once, as the array tools/list answers with.
     tools_json = b"[" + b",".join(raw_tools) + b"]"
-    toolset = _SHARED[key] = ToolSet(declared, tools_json, text, asks, reports, traced)
+    toolset = _SHARED[key] = ToolSet(declared, tools_json, text, asks, reports, traced, reports or traced)
     return toolset

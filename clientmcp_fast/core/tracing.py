@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from clientmcp_fast.core.calls import Call
 
-# W3C Trace Context, §3.2: version-traceid-parentid-flags, lowercase hex. Version ff is invalid;
-# a later version may append fields after a dash, which a version-00 reader ignores (§4.3).
-_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[ -~]*)?")
-_ZERO_TRACE = "0" * 32
-_ZERO_PARENT = "0" * 16
+# W3C Trace Context, §3.2: version-traceid-parentid-flags, lowercase hex, 55 characters; a
+# later version may append fields after a dash, which a version-00 reader drops (§4.3). Read
+# at most MAX_TRACEPARENT_CHARS, so that what the bridge looks at has a bound (docs/limits.md).
+TRACEPARENT_CHARS = 55
+MAX_TRACEPARENT_CHARS = 512
 # §3.3: at most 32 list members; a vendor's value is printable ASCII without `,` and `=`. The
 # whole header is bounded here at 512 characters, the length §3.3.1.5 says a propagator must
 # at least carry, so that what the bridge forwards has a bound (docs/limits.md).
@@ -32,17 +32,37 @@ _TRACESTATE_MEMBER = re.compile(
 
 def valid_traceparent(value: object) -> str | None:
     """`value` if it is a W3C traceparent the bridge may forward (a later version cut to 55 characters); else None."""
-    if not isinstance(value, str) or len(value) < 55 or len(value) > 512:
+    if type(value) is not str:
         return None
-    found = _TRACEPARENT.fullmatch(value)
-    if found is None:
+    length = len(value)
+    if length < TRACEPARENT_CHARS or length > MAX_TRACEPARENT_CHARS or not value.isascii():
         return None
-    version, trace_id, parent_id, _flags, tail = found.groups()
-    if version == "ff" or trace_id == _ZERO_TRACE or parent_id == _ZERO_PARENT:
+    # One pass over the first 55 bytes (compiled, a C loop over the bytes): dashes at 2, 35
+    # and 52, lowercase hex elsewhere, and neither id all zeros.
+    data = value.encode("ascii")
+    trace_id = parent_id = False
+    for index in range(TRACEPARENT_CHARS):
+        byte = data[index]
+        if index == 2 or index == 35 or index == 52:
+            if byte != 0x2D:  # "-"
+                return None
+        elif not (0x30 <= byte <= 0x39 or 0x61 <= byte <= 0x66):  # 0-9, a-f
+            return None
+        elif byte != 0x30:  # "0"
+            if 3 <= index < 35:
+                trace_id = True
+            elif 36 <= index < 52:
+                parent_id = True
+    if not (trace_id and parent_id):
         return None
-    if version == "00":
-        return value if tail is None else None  # version 00 has exactly four fields
-    return value[:55]  # a later version read as 00 (§4.3), its own fields dropped
+    version = data[0] << 8 | data[1]
+    if version == 0x3030:  # "00"
+        return value if length == TRACEPARENT_CHARS else None  # version 00 has exactly four fields
+    if version == 0x6666:  # "ff" is invalid
+        return None
+    if length == TRACEPARENT_CHARS:
+        return value
+    return value[:TRACEPARENT_CHARS] if data[TRACEPARENT_CHARS] == 0x2D else None
 
 
 def valid_tracestate(value: object) -> str | None:

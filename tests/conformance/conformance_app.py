@@ -4,8 +4,9 @@ Built only on `clientmcp_fast.client.ClientMCP`. The tool names, schemas and res
 the ones `@modelcontextprotocol/conformance` (0.1.16 and 0.2.0-alpha.12) asks of a server
 under test (its src/scenarios/server/tools.ts, json-schema-2020-12.ts, http-standard-headers.ts,
 stateless.ts; the two custom-header tools are the suite's own mock-server definitions).
-Tools a v1 app cannot serve by design (progress, logging, sampling, elicitation, input
-requests) are left out on purpose: see tests/conformance/expected-failures-*.yml.
+Tools a v1 app cannot serve by design (logging, sampling, elicitation, input requests) are
+left out on purpose: see tests/conformance/expected-failures-*.yml. `test_tool_with_progress`
+reports through this bridge's progress extension (docs/protocol.md, Progress).
 
 Run it by hand against a bridge (then point the suite at /mcp/<agent token>):
 
@@ -159,6 +160,15 @@ async def slow_text(arguments: dict[str, Any]) -> dict[str, Any]:
     return text_result(str(arguments.get("text", "slow answer")))
 
 
+async def tool_with_progress(arguments: dict[str, Any], call: Any) -> dict[str, Any]:
+    # The suite's steps: 0, 50 and 100 of 100, about 50 ms apart (its tools-call-with-progress).
+    for step in (0, 50, 100):
+        if step:
+            await asyncio.sleep(0.05)
+        await call.report(step, 100)
+    return text_result("Progress tool completed")
+
+
 async def dynamic_tool(arguments: dict[str, Any]) -> dict[str, Any]:
     return text_result("This tool comes and goes with test_trigger_tool_change.")
 
@@ -201,6 +211,7 @@ class ConformanceApp:
             "Tool with JSON Schema 2020-12 features",
             JSON_SCHEMA_2020_12,
         )
+        self._expose("test_tool_with_progress", tool_with_progress, "Reports progress 0, 50 and 100 of 100")
         self._expose(
             "test_slow_text",
             slow_text,

@@ -59,6 +59,7 @@ TOOL_SCENARIOS = {
     "tools-call-embedded-resource",
     "tools-call-mixed-content",
     "tools-call-error",
+    "tools-call-with-progress",
     "json-schema-2020-12",
     "dns-rebinding-protection",
 }

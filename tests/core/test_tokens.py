@@ -427,7 +427,11 @@ def test_token_errors_never_contain_the_token():
 @hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
 @hypothesis.given(
     secret=st.sampled_from([SECRET, OTHER_SECRET]),
-    extra=st.dictionaries(st.text(max_size=8), st.text(max_size=8) | st.integers(), max_size=3),
+    # Not `iss`: PyJWT refuses to mint one that is not a string (a TypeError, before any
+    # signature), and Hypothesis draws keys from the loaded modules' string constants.
+    extra=st.dictionaries(
+        st.text(max_size=8).filter(lambda key: key != "iss"), st.text(max_size=8) | st.integers(), max_size=3
+    ),
     tamper=st.none() | st.integers(min_value=0),
 )
 def test_the_verifier_accepts_exactly_the_signatures_pyjwt_accepts(secret, extra, tamper):
