@@ -234,7 +234,7 @@ def _oauth(oauth: OAuthEndpoints) -> Iterator[object]:
     yield forgotten
     answers = CounterMetricFamily(
         "clientmcp_oauth_consents",
-        "Apps' answers to consent requests shown here, by answer (allow, deny)",
+        "Apps' answers to consent requests, counted where the app is connected, by answer (allow, deny)",
         labels=["answer"],
     )
     for answer, count in oauth.server.bridge.consents.answers.items():

@@ -13,6 +13,7 @@ import msgspec
 from msgspec import UNSET
 
 from clientmcp_fast.core.apps import NO_CALLS
+from clientmcp_fast.core.consent import NOT_ASKING
 from clientmcp_fast.core.messages import (
     BRIDGE_TYPES,
     REGISTERED,
@@ -157,7 +158,7 @@ class AppChannel(MessageHandler):
         """Send `authorize` if the app declared `consent` in its latest register (docs/oauth.md)."""
         toolset = self.toolset
         if toolset is None or not toolset.consent:
-            return "the app does not ask its user for consent (it did not register with consent: true)"
+            return NOT_ASKING
         self.ws.send_text(authorize_message(request_id, client_name, client_uri, code))
         return None
 

@@ -50,8 +50,10 @@ from clientmcp_fast.core.outcomes import Outcome, too_large_between_instances
 from clientmcp_fast.core.wire import (
     MAX_INTEGER,
     WIRE_VERSION,
+    Authorize,
     Beat,
     Cancel,
+    Consent,
     Error,
     Gone,
     Message,
@@ -120,8 +122,8 @@ class Directory(AppRouter):
         self.clock = first_epoch
         self.claims: dict[str, tuple[int, str]] = {}  # client ID -> (epoch, instance) holding it
         # docs/scaling.md, Replacement: per client ID, the best state of a connection elsewhere
-        # that lost to the claim in use (epoch, instance, tools, instructions, seq); it takes the
-        # ID if that claim ends first (its instance died, say), rather than stay unknown here.
+        # that lost to the claim in use (epoch, instance, tools, instructions, seq, consent); it
+        # takes the ID if that claim ends first (its instance died, say), rather than stay unknown here.
         self.runners_up: dict[str, tuple] = {}
         self.local: dict[str, tuple[App, int]] = {}  # client ID -> (app, epoch) connected here
         self.peers: dict[str, float] = {}  # instance -> when last heard from
@@ -155,6 +157,8 @@ class Directory(AppRouter):
             Result: self._on_answer,
             Error: self._on_answer,
             Progress: self._on_progress,
+            Authorize: self._on_authorize,
+            Consent: self._on_consent,
             State: self._on_state,
             Gone: self._on_gone,
             Cancel: self._on_cancel,
@@ -221,9 +225,12 @@ class Directory(AppRouter):
         if not self.connected:
             return
         toolset = app.toolset
-        tools, text = (None, None) if toolset is None else (toolset.tools_json, toolset.instructions)
+        if toolset is None:
+            tools, text, consent = None, None, False
+        else:
+            tools, text, consent = toolset.tools_json, toolset.instructions, toolset.consent
         self.seq += 1
-        self.bus.send(subject, State(client_id, epoch, self.instance, tools, text, self.seq))
+        self.bus.send(subject, State(client_id, epoch, self.instance, tools, text, self.seq, consent))
 
     # -- the bus ------------------------------------------------------------------------------
 
@@ -329,6 +336,19 @@ class Directory(AppRouter):
     def _on_progress(self, message: Progress, now: float, age: float) -> None:
         self.forwarding.progress(message, now)
 
+    def _on_authorize(self, message: Authorize, now: float, age: float) -> None:
+        """Another instance's consent page asks an app held here (docs/scaling.md, Consent across instances)."""
+        if not self.connected or message.instance in self.incompatible:
+            return
+        held = self.local.get(message.client_id)
+        # None: the connection the page's instance meant is gone (replaced or closed).
+        app = held[0] if held is not None and held[1] == message.epoch else None
+        self.forwarding.authorize(message, app, self.instance_subject(message.instance), now)
+
+    def _on_consent(self, message: Consent, now: float, age: float) -> None:
+        if message.instance not in self.incompatible:
+            self.forwarding.consented(message, now)
+
     def _on_cancel(self, message: Cancel, now: float, age: float) -> None:
         if not self.connected or message.instance in self.incompatible:
             return  # read before the bus went down: what it says of other instances is stale
@@ -344,6 +364,7 @@ class Directory(AppRouter):
             message.tools,
             message.instructions,
             message.seq,
+            message.consent,
             now,
         )
 
@@ -437,6 +458,7 @@ class Directory(AppRouter):
         tools: bytes | None,
         text: str | None,
         seq: int,
+        consent: bool | None,
         now: float,
     ) -> None:
         if instance == self.instance or seq < self.floors.get(instance, 0):
@@ -469,7 +491,7 @@ class Directory(AppRouter):
             if instance != current[1]:
                 runner = self.runners_up.get(client_id)
                 if runner is None or claim >= (runner[0], runner[1]):
-                    self.runners_up[client_id] = (epoch, instance, tools, text, seq)
+                    self.runners_up[client_id] = (epoch, instance, tools, text, seq, consent)
             return
         app = forwarding.remote.get(client_id)
         if app is None or app.epoch != epoch:
@@ -477,6 +499,7 @@ class Directory(AppRouter):
         if seq < app.seq:
             return  # an older state of this connection, delivered after a newer one
         app.seq = seq
+        app.consent = consent
         if tools is not None:
             forwarding.retool(app, tools, text, now)
 
@@ -551,5 +574,5 @@ class Directory(AppRouter):
         """The claim on `client_id` ended: a connection elsewhere that had lost to it takes the ID."""
         runner = self.runners_up.pop(client_id, None)
         if runner is not None and runner[1] in self.peers and client_id not in self.claims:
-            epoch, instance, tools, text, seq = runner
-            self._apply_state(client_id, epoch, instance, tools, text, seq, now)
+            epoch, instance, tools, text, seq, consent = runner
+            self._apply_state(client_id, epoch, instance, tools, text, seq, consent, now)

@@ -10,6 +10,11 @@ tools/call, its timeout, streaming, cancellation and every outcome run through t
 Which instance holds an app (docs/scaling.md, Replacement), and which instances may still
 call (docs/scaling.md, Calls that never run late), is the directory's (core/directory.py):
 it tells this module which apps to hold and which calls to refuse.
+
+Consent works the same way (docs/scaling.md, Consent across instances): a consent page shown
+here for a remote app keeps its request in this bridge's `consents` and sends the app's
+instance AUTHORIZE; that instance asks the app, and sends back CONSENT with its answer, or
+at once with why it could not ask.
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from clientmcp_fast.core.calls import Call
+from clientmcp_fast.core.consent import EARLIER_RELEASE, NOT_ASKING, NOT_CONNECTED, too_many_waiting
 from clientmcp_fast.core.jsonrpc import encode_json
 from clientmcp_fast.core.outcomes import TOOLS_NOT_KEPT, Outcome, timed_out
 from clientmcp_fast.core.progress import Progress, Report
 from clientmcp_fast.core.register import RegisterError, ToolSet, parse_register
 from clientmcp_fast.core.tracing import valid_traceparent, valid_tracestate
-from clientmcp_fast.core.wire import Error, Result, ToApp
+from clientmcp_fast.core.wire import Authorize, Error, Result, ToApp
+from clientmcp_fast.core.wire import Consent as ConsentMessage
 from clientmcp_fast.core.wire import Progress as ProgressMessage
 from clientmcp_fast.speedups import result_shape
 
@@ -73,6 +80,7 @@ class RemoteApp:
         "kept",
         "over_bound",
         "subject",
+        "consent",
     )
 
     def __init__(
@@ -92,6 +100,9 @@ class RemoteApp:
         # bound was reached, so its tools are not kept here (agents get TOOLS_NOT_KEPT).
         self.kept = False
         self.over_bound = False
+        # Whether it registered `consent: true`, as its instance's latest STATE said; None: that
+        # instance's release cannot ask it for a page shown here (docs/scaling.md, Consent across instances).
+        self.consent: bool | None = None
 
     def send(self, message: bytes) -> None:
         """A `call` or `cancel` the bridge wrote for this app: to its instance."""
@@ -124,9 +135,20 @@ class RemoteApp:
         """The tool error while its tools are unknown here: not registered, or not kept for the bound."""
         return TOOLS_NOT_KEPT if self.over_bound else Outcome.NOT_REGISTERED.text
 
-    def ask_consent(self, request_id: str, client_name: str | None, client_uri: str, code: str) -> str:
-        """Not sent: the wire has no `authorize` yet, so the page must be shown where the app is."""
-        return "the app is connected to another instance: consent across instances is not built yet"
+    def ask_consent(self, request_id: str, client_name: str | None, client_uri: str, code: str) -> str | None:
+        """Send its instance AUTHORIZE if it asks for consent; None when sent, else why it cannot be asked."""
+        consent = self.consent
+        if not consent:
+            # Known here at once, as for an app of this instance: no round trip to find out.
+            return EARLIER_RELEASE if consent is None else NOT_ASKING
+        forwarding = self.forwarding
+        forwarding.bus.send(
+            self.subject,
+            Authorize(
+                self.client_id, self.epoch, forwarding.instance, request_id, client_name, client_uri, code
+            ),
+        )
+        return None
 
 
 class ForwardedCall(Call):
@@ -287,6 +309,46 @@ class Forwarding:
         call = app.calls.get(message.call_id) if app is not None else None
         if call is not None:  # else it ended already
             self.bridge.progress(call, Report(message.progress, message.total, message.message), now)
+
+    def consented(self, message: ConsentMessage, now: float) -> None:
+        """A remote app's instance passed on its answer to a page shown here, or why it could not ask it."""
+        consents = self.bridge.consents
+        consent = consents.get(message.request_id, now)
+        if consent is None:
+            return  # ended already, or never shown here
+        app = consent.app
+        # Only the connection that was asked answers, as for an app of this instance.
+        if (
+            type(app) is not RemoteApp
+            or app.instance != message.instance
+            or app.epoch != message.epoch
+            or app.client_id != message.client_id
+        ):
+            return
+        consents.heard(consent, message.allow, message.problem)
+
+    # -- consent pages elsewhere for apps held here ---------------------------------------------
+
+    def authorize(self, message: Authorize, app: App | None, subject: str, now: float) -> None:
+        """Another instance's consent page asks `app` (None: the connection it meant is gone); the end goes back."""
+        client_id, epoch, instance = message.client_id, message.epoch, self.instance
+        bus = self.bus
+
+        def reply(allow: bool, problem: str | None) -> None:
+            bus.send(subject, ConsentMessage(client_id, epoch, instance, message.request_id, allow, problem))
+
+        if app is None:
+            reply(False, NOT_CONNECTED)
+            return
+        consents = self.bridge.consents
+        relayed = consents.relay(message.request_id, client_id, app, reply, now)
+        if relayed is None:
+            reply(False, too_many_waiting(consents.max_per_app))
+            return
+        problem = app.ask_consent(message.request_id, message.client_name, message.client_uri, message.code)
+        if problem is not None:
+            consents.end_relayed(relayed)
+            reply(False, problem)
 
     # -- calls run here for agents elsewhere ---------------------------------------------------
 

@@ -22,9 +22,10 @@ their releases, so within a wire version the layouts only grow at the end:
   raises WIRE_VERSION. `Beat` and `Sync` keep their first fields in every version, so that
   instances of two versions recognise each other.
 
-Version 2 has no older release: no field has a default, and a message shorter than its
-layout is malformed. tests/core/test_wire.py reads version 2's messages as its first release
-wrote them.
+Version 2's first release had no field with a default; since then `State` has gained
+`consent` (read as None from that release) and the kinds PROGRESS, AUTHORIZE and CONSENT
+were added. A message shorter than its first release's layout is malformed.
+tests/core/test_wire.py reads version 2's messages as its first release wrote them.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ BEAT = 6
 SYNC = 7
 CANCEL = 8
 PROGRESS = 9
+AUTHORIZE = 10
+CONSENT = 11
 
 # docs/scaling.md, Bounds: every integer on the bus is in [0, MAX_INTEGER], so that adding one
 # to an epoch never leaves MessagePack's range; every string but an app's instructions is at
@@ -94,6 +97,11 @@ class State(_FromInstance, tag=STATE):
     tools: bytes | None  # the tools array's JSON
     instructions: str | None  # bounded by the register's validation on its instance, not here
     seq: Integer  # the sender's sequence (docs/scaling.md, Ordering)
+    # Added in version 2 after its first release (docs/scaling.md, Consent across instances):
+    # whether the app registered `consent: true`, so that another instance's consent page refuses
+    # at once an app that cannot be asked. None: the sender is of the first release, which
+    # takes no AUTHORIZE, so its apps cannot be asked from another instance.
+    consent: bool | None = None
 
 
 class Gone(_FromInstance, tag=GONE):
@@ -178,10 +186,41 @@ class Progress(msgspec.Struct, array_like=True, tag=PROGRESS, frozen=True, gc=Fa
     message: Text | None
 
 
-Message = State | Gone | ToApp | Result | Error | Beat | Sync | Cancel | Progress
+class Authorize(_FromInstance, tag=AUTHORIZE):
+    """The consent page of `instance` asks the receiver's app of `client_id` and `epoch`: send it `authorize`.
+
+    docs/scaling.md, Consent across instances. Sent only to an instance whose STATE said
+    `consent: true`, so never to a release that would ignore it.
+    """
+
+    client_id: Text
+    epoch: Integer  # of the connection the page's instance meant
+    instance: InstanceName  # the page's: where the answer goes
+    request_id: Text  # the `authorize` message's id
+    client_name: Text | None  # the client's registered name, if it gave one
+    client_uri: Text  # its redirect URI's origin
+    code: Text  # the code the person types into the page
+
+
+class Consent(_FromInstance, tag=CONSENT):
+    """The app of `client_id` and `epoch` on `instance` answered the AUTHORIZE `request_id`, or cannot be asked.
+
+    `problem` is None for the app's own answer `allow`; else it says why the app was not asked
+    (as a page says it for an app of its own instance), and `allow` is false.
+    """
+
+    client_id: Text
+    epoch: Integer
+    instance: InstanceName  # the app's
+    request_id: Text
+    allow: bool
+    problem: Text | None
+
+
+Message = State | Gone | ToApp | Result | Error | Beat | Sync | Cancel | Progress | Authorize | Consent
 KINDS: dict[int, type] = {
     kind.__struct_config__.tag: kind
-    for kind in (State, Gone, ToApp, Result, Error, Beat, Sync, Cancel, Progress)
+    for kind in (State, Gone, ToApp, Result, Error, Beat, Sync, Cancel, Progress, Authorize, Consent)
 }
 
 

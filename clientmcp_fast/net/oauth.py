@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from clientmcp_fast._pure.routing import origin_form
 from clientmcp_fast.core import jsonrpc
 from clientmcp_fast.core.agent_checks import cors_headers, origin_allowed
-from clientmcp_fast.core.consent import ENDED, MAX_ATTEMPTS, Consent, new_code
+from clientmcp_fast.core.consent import ENDED, MAX_ATTEMPTS, NOT_CONNECTED, Consent, new_code
 from clientmcp_fast.core.http import (
     AUTHORIZATION,
     JSON_ONLY,
@@ -271,7 +271,7 @@ class OAuthEndpoints:
             exchange.respond(200, page_headers(), b"")
             return
         if app is None:
-            self._cannot_consent(exchange, request, "it is not connected to this bridge", now)
+            self._cannot_consent(exchange, request, NOT_CONNECTED, now)
             return
         signed = self.authorization.pending(request, time.time())  # gives the request its id
         consents = self.server.bridge.consents
@@ -382,6 +382,10 @@ class OAuthEndpoints:
                 (back, f"Return to {redirect_origin(pending.redirect_uri)}"),
             )
             return
+        if consent.problem is not None:  # told by the app's instance (docs/scaling.md)
+            consents.end(consent)
+            self._cannot_consent(exchange, pending, consent.problem, now)
+            return
         if consent.allow is False:
             consents.end(consent)
             self._deny(exchange, pending, f"the user of {pending.app_id} refused", now)
@@ -418,6 +422,8 @@ class OAuthEndpoints:
             self.server.bridge.consents.end(consent)
             if consent.allow:
                 self._grant(exchange, pending)
+            elif consent.problem is not None:
+                self._cannot_consent(exchange, pending, consent.problem, self.server.loop.time())
             else:
                 self._deny(
                     exchange, pending, f"the user of {pending.app_id} refused", self.server.loop.time()

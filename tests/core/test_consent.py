@@ -12,6 +12,7 @@ from clientmcp_fast.core.consent import (
     CODE_ALPHABET,
     CODE_LENGTH,
     ENDED,
+    FORGOTTEN,
     MAX_ATTEMPTS,
     WAIT_SECONDS,
     WRONG,
@@ -107,12 +108,81 @@ def test_the_bounds_are_documented():
     limits = (Path(__file__).parents[2] / "docs" / "limits.md").read_text()
     assert f"{MAX_REQUESTS:,}" in limits and "consent" in limits
     assert f"{MAX_REQUESTS_PER_APP} per app" in limits
+    # The row says the relayed requests share those bounds, and the bounds themselves.
+    (row,) = [line for line in limits.splitlines() if line.startswith("| OAuth requests waiting for consent")]
+    assert "relayed to an app of this instance for another instance's page" in row
+    assert f"{MAX_REQUESTS:,} in the process and {MAX_REQUESTS_PER_APP} per app, both kinds together" in row
+    assert f"{WAIT_SECONDS // 60} minutes" in row
+    assert "test_relayed_and_local_requests_share_the_bounds" in row
 
 
-def test_an_app_held_by_another_instance_refuses_to_be_asked_for_now():
-    from clientmcp_fast.core.forwarding import RemoteApp
+def test_a_relayed_request_is_answered_once_by_the_asked_app_and_counted_here():
+    """The app's instance of a page shown elsewhere (docs/scaling.md, Consent across instances)."""
+    app, other = object(), object()
+    requests = ConsentRequests()
+    replies = []
+    relayed = requests.relay("r1", "todo-app", app, lambda *reply: replies.append(reply), NOW)
+    assert relayed is not None and len(requests) == 1
+    assert requests.get("r1", NOW) is None  # no page of this process: its form is not taken here
+    requests.answered(other, "r1", True, NOW)
+    requests.answered(app, "unknown", True, NOW)
+    assert replies == []
+    requests.answered(app, "r1", False, NOW)
+    requests.answered(app, "r1", True, NOW)
+    assert replies == [(False, None)] and len(requests) == 0
+    assert requests.answers == {"allow": 0, "deny": 1}
 
-    app = RemoteApp(None, "todo-app", "instance-b", 1, 0, "subject")
-    assert app.ask_consent("r1", "Claude", "https://claude.ai", "ABCD2345") == (
-        "the app is connected to another instance: consent across instances is not built yet"
-    )
+
+def test_a_relayed_request_waits_its_10_minutes_only():
+    app = object()
+    requests = ConsentRequests()
+    replies = []
+    requests.relay("r1", "todo-app", app, lambda *reply: replies.append(reply), NOW)
+    requests.answered(app, "r1", True, NOW + WAIT_SECONDS)
+    assert replies == [] and len(requests) == 0 and requests.answers == {"allow": 0, "deny": 0}
+
+
+def test_relayed_and_local_requests_share_the_bounds():
+    requests = ConsentRequests(max_requests=4, max_per_app=3)
+    app = object()
+    replies = []
+    reply = replies.append
+    assert requests.relay("a0", "app-a", app, lambda *r: reply(("a0", *r)), NOW) is not None
+    assert requests.open(Request("a1", "app-a"), app, "ABCD2345", NOW + 1) is not None
+    assert requests.relay("a2", "app-a", app, lambda *r: reply(("a2", *r)), NOW + 2) is not None
+    # app-a's share is full, whichever kind the next is.
+    assert requests.relay("a3", "app-a", app, lambda *r: reply(("a3", *r)), NOW + 3) is None
+    assert requests.open(Request("a3", "app-a"), app, "ABCD2345", NOW + 3) is None
+    assert requests.open(Request("b0", "app-b"), app, "ABCD2345", NOW + 3) is not None
+    # The 5th of the process forgets the oldest, a relayed one, whose page's instance is told.
+    assert requests.relay("b1", "app-b", app, lambda *r: reply(("b1", *r)), NOW + 4) is not None
+    assert replies == [("a0", False, FORGOTTEN)] and requests.forgotten == 1 and len(requests) == 4
+    # Then a local one, the oldest now.
+    assert requests.relay("b2", "app-b", app, lambda *r: reply(("b2", *r)), NOW + 5) is not None
+    assert requests.get("a1", NOW + 5) is None and requests.forgotten == 2
+    assert replies == [("a0", False, FORGOTTEN)]
+
+
+def test_a_relayed_id_already_waiting_is_not_taken_twice():
+    app = object()
+    requests = ConsentRequests()
+    requests.open(Request("r1"), app, "ABCD2345", NOW)
+    assert requests.relay("r1", "todo-app", app, lambda *reply: None, NOW) is None
+    assert requests.relay("r2", "todo-app", app, lambda *reply: None, NOW) is not None
+    assert requests.relay("r2", "todo-app", app, lambda *reply: None, NOW) is None
+    assert len(requests) == 2
+
+
+def test_an_answer_heard_from_the_apps_instance_reaches_the_waiting_form_once():
+    requests = ConsentRequests()
+    consent = requests.open(Request("r1"), object(), "ABCD2345", NOW)
+    heard = []
+    consent.waiter = heard.append
+    requests.heard(consent, False, "it is not connected to this bridge")
+    requests.heard(consent, True, None)  # only the first counts
+    assert (consent.allow, consent.problem) == (False, "it is not connected to this bridge")
+    assert heard == [consent] and requests.answers == {"allow": 0, "deny": 0}
+    ended = requests.open(Request("r2"), object(), "ABCD2345", NOW)
+    requests.end(ended)
+    requests.heard(ended, True, None)  # ended already: nothing changes
+    assert ended.allow is None

@@ -19,6 +19,15 @@ from wire import Op
 from clientmcp_fast import log
 from clientmcp_fast.core import outcomes
 from clientmcp_fast.core.apps import LOCAL
+from clientmcp_fast.core.consent import (
+    EARLIER_RELEASE,
+    FORGOTTEN,
+    MAX_REQUESTS_PER_APP,
+    NOT_ASKING,
+    NOT_CONNECTED,
+    WAIT_SECONDS,
+    too_many_waiting,
+)
 from clientmcp_fast.core.directory import (
     BEAT_EVERY,
     DEAD_AFTER,
@@ -594,7 +603,7 @@ TOOLS = b'[{"name":"one","inputSchema":{"type":"object"}}]'
 def test_fields_a_newer_release_added_at_the_end_are_ignored_and_so_are_unknown_kinds():
     network, (a,) = cluster(1)
     deliver(a.router, [7, "new", 1, WIRE_VERSION, False, "later"], NOW)
-    deliver(a.router, [1, "app-1", 1, "new", TOOLS, None, 2, {"later": True}], NOW)
+    deliver(a.router, [1, "app-1", 1, "new", TOOLS, None, 2, True, {"later": True}], NOW)
     deliver(a.router, [6, "new", WIRE_VERSION, "later"], NOW)
     deliver(a.router, [99, "a kind of a later release"], NOW)
     assert list(a.apps["app-1"].toolset.tools) == ["one"] and "new" in a.router.peers
@@ -930,3 +939,209 @@ def test_a_connection_replaced_by_a_newer_one_elsewhere_is_no_runner_up():
     network.directories.remove(a.router)  # a dies
     elapse(network, (b, c), NOW, NOW + DEAD_AFTER + 0.5)
     assert "app-1" not in b.apps and "app-1" not in c.apps
+
+
+# -- docs/scaling.md, Consent across instances: the page on one instance, the app on another -------
+
+
+class Request:
+    """What ConsentRequests reads of an authorization request (core/oauth.py's AuthorizeRequest)."""
+
+    def __init__(self, request_id: str, app_id: str = "app-1") -> None:
+        self.id = request_id
+        self.app_id = app_id
+
+
+def consenting(network, bridge, client_id="app-1"):
+    """An app on `bridge` that registered `consent: true`, its state heard everywhere."""
+    channel, link = connect(bridge, client_id)
+    register(channel, tool("echo"), consent=True)
+    network.pump()
+    link.new_frames()
+    return channel, link
+
+
+def page(bridge, request_id="req-1", client_id="app-1", now=NOW):
+    """What net/oauth.py does when it shows the consent page on `bridge`: open the request, ask the app."""
+    app = bridge.apps[client_id]
+    consent = bridge.consents.open(Request(request_id, client_id), app, "HJK2M3NP", now)
+    problem = app.ask_consent(request_id, "Claude", "https://claude.ai", consent.code)
+    if problem is not None:
+        bridge.consents.end(consent)
+    return consent, problem
+
+
+@pytest.mark.parametrize("allow", [True, False])
+def test_a_page_on_another_instance_asks_the_app_and_hears_its_answer(allow):
+    network, (a, b) = cluster()
+    channel, link = consenting(network, a)
+    assert b.apps["app-1"].consent is True
+    consent, problem = page(b)
+    heard = []
+    consent.waiter = heard.append  # a form waiting for the answer, as net/oauth.py's
+    assert problem is None
+    network.pump()
+    assert texts(link) == [
+        {
+            "type": "authorize",
+            "id": "req-1",
+            "client": {"name": "Claude", "uri": "https://claude.ai"},
+            "code": "HJK2M3NP",
+        }
+    ]
+    assert len(a.consents) == 1 and consent.allow is None  # a remembers where the answer goes
+    send(channel, {"type": "consent", "id": "req-1", "allow": allow})
+    network.pump()
+    assert consent.allow is allow and consent.problem is None and heard == [consent]
+    assert len(a.consents) == 0 and len(b.consents) == 1  # b's page still checks the code
+    # Counted once in the cluster: where the app answered.
+    assert a.consents.answers == {"allow": int(allow), "deny": int(not allow)}
+    assert b.consents.answers == {"allow": 0, "deny": 0}
+
+
+def test_an_app_elsewhere_that_does_not_ask_for_consent_is_refused_at_once():
+    network, (a, b) = cluster()
+    channel, link = online(network, a, "app-1", "echo")  # registered without consent
+    assert b.apps["app-1"].consent is False
+    assert page(b)[1] == NOT_ASKING  # the same text as for an app of b
+    assert network.queue == [] and len(b.consents) == 0  # no round trip
+    connect(a, "app-2")  # not registered yet: it cannot be asked either
+    network.pump()
+    assert page(b, "req-2", "app-2")[1] == NOT_ASKING
+
+
+def test_an_app_on_an_instance_of_the_first_release_is_refused_at_once():
+    network, (a,) = cluster(1)
+    deliver(a.router, [6, "old", WIRE_VERSION], NOW)
+    deliver(a.router, [1, "app-1", 1, "old", TOOLS, None, 2], NOW)  # its STATE says nothing of consent
+    assert a.apps["app-1"].consent is None
+    assert page(a)[1] == EARLIER_RELEASE
+    assert network.queue == []  # no AUTHORIZE, which that release would ignore
+
+
+@pytest.mark.parametrize("how", ["closed", "replaced", "stopped asking"])
+def test_an_app_that_changed_before_authorize_arrived_is_told_back_at_once(how):
+    network, (a, b) = cluster()
+    channel, link = consenting(network, a)
+    consent, problem = page(b)
+    heard = []
+    consent.waiter = heard.append
+    # Before a reads the AUTHORIZE, its app changes.
+    if how == "closed":
+        channel.close(1000, "bye", NOW)
+        channel.on_close(1000, "bye")
+    elif how == "replaced":
+        connect(a, "app-1")
+    else:
+        register(channel, tool("echo"))
+    network.pump_holding(b.router.app_subject("app-1"))  # b has not heard of it yet
+    assert problem is None and consent.allow is False and heard == [consent]
+    assert consent.problem == (NOT_ASKING if how == "stopped asking" else NOT_CONNECTED)
+    assert len(a.consents) == 0 and [m for m in texts(link) if m["type"] == "authorize"] == []
+
+
+def test_only_the_asked_connection_answers_once_and_unknown_ids_are_ignored():
+    network, (a, b) = cluster()
+    channel, link = consenting(network, a)
+    other, _ = consenting(network, a, "app-2")
+    consent, _ = page(b)
+    network.pump()
+    send(other, {"type": "consent", "id": "req-1", "allow": True})  # another app of a
+    send(channel, {"type": "consent", "id": "req-9", "allow": True})  # no such request
+    network.pump()
+    assert consent.allow is None and len(a.consents) == 1
+    send(channel, {"type": "consent", "id": "req-1", "allow": False})
+    send(channel, {"type": "consent", "id": "req-1", "allow": True})  # a second answer
+    network.pump()
+    assert consent.allow is False and a.consents.answers == {"allow": 0, "deny": 1}
+
+
+def test_a_consent_from_another_instance_or_connection_or_for_no_request_is_ignored():
+    network, (a, b) = cluster()
+    channel, link = consenting(network, a)
+    consent, _ = page(b)
+    network.pump()
+    epoch = b.apps["app-1"].epoch
+    for message in (
+        [11, "app-1", epoch, "i9", "req-1", True, None],  # an instance that was not asked
+        [11, "app-1", epoch + 1, "i0", "req-1", True, None],  # another connection of the app
+        [11, "app-2", epoch, "i0", "req-1", True, None],  # another app
+        [11, "app-1", epoch, "i0", "req-2", True, None],  # a request b never showed
+    ):
+        deliver(b.router, message, NOW)
+    assert consent.allow is None and b.router.dropped["malformed"] == 0
+    deliver(b.router, [11, "app-1", epoch, "i0", "req-1", True, None], NOW)
+    assert consent.allow is True
+
+
+def test_a_consent_for_a_request_that_ended_is_ignored():
+    network, (a, b) = cluster()
+    channel, link = consenting(network, a)
+    consent, _ = page(b)
+    network.pump()
+    b.consents.end(consent)  # the person typed a wrong code 5 times, say
+    send(channel, {"type": "consent", "id": "req-1", "allow": True})
+    network.pump()
+    assert consent.allow is None and len(a.consents) == 0 and len(b.consents) == 0
+
+
+def test_the_apps_instance_remembers_a_request_for_its_10_minutes_only():
+    network, (a, b) = cluster()
+    channel, link = consenting(network, a)
+    consent, _ = page(b)
+    network.pump()
+    later = NOW + WAIT_SECONDS
+    send(channel, {"type": "consent", "id": "req-1", "allow": True}, later)
+    network.pump(later)
+    assert len(a.consents) == 0 and consent.allow is None  # its page's request ended as long ago
+
+
+def test_pages_on_every_instance_share_the_apps_bound_on_its_instance():
+    """docs/limits.md: 8 requests per app wait for its answer, wherever their pages are."""
+    network, (a, b) = cluster()
+    channel, link = consenting(network, a)
+    for n in range(MAX_REQUESTS_PER_APP - 1):
+        page(b, f"b{n}")
+    network.pump()
+    page(a, "a0")  # a page of a's own: the app's 8th
+    assert len(texts(link)) == MAX_REQUESTS_PER_APP
+    consent, problem = page(b, "b-last")  # b's 8th, but the app's 9th
+    network.pump()
+    assert problem is None and consent.problem == too_many_waiting(MAX_REQUESTS_PER_APP)
+    assert texts(link) == [] and len(a.consents) == MAX_REQUESTS_PER_APP  # never sent to the app
+
+
+def test_a_request_forgotten_for_the_process_bound_is_told_back():
+    network, (a, b) = cluster()
+    a.consents.max_requests = 2
+    channel, link = consenting(network, a)
+    first, _ = page(b, "req-1")
+    page(b, "req-2")
+    network.pump()
+    consenting(network, a, "app-2")
+    page(a, "req-3", "app-2")  # the 3rd in a's memory: the oldest is forgotten
+    network.pump()
+    assert first.problem == FORGOTTEN and a.consents.forgotten == 1 and len(a.consents) == 2
+
+
+def test_an_app_that_took_over_as_runner_up_keeps_its_consent():
+    """As test_an_app_that_lost_to_a_connection_of_a_dead_instance_takes_over_when_it_is_taken_as_gone,
+    with an app that asks for consent: kept aside, then holding the ID, it can still be asked."""
+    network, (a, b) = cluster()
+    a.router.clock = epoch_floor(NOW + 60)
+    online(network, a, "app-1", "echo")
+    network.directories.remove(a.router)
+    bridge = make_bridge(events=logged(), **QUIET)
+    bus = MemoryBus(network)
+    bus.directory = bridge.router = Directory(bridge, bus, "i2", first_epoch=epoch_floor(NOW + 1))
+    network.join(bus.directory)
+    bus.directory.bus_up(NOW)
+    network.pump(NOW)
+    channel, link = consenting(network, bridge)
+    assert b.apps["app-1"].instance == "i0" and b.apps["app-1"].consent is False
+    assert b.router.runners_up["app-1"][1] == "i2"
+    elapse(network, (b, bridge), NOW, NOW + DEAD_AFTER + 0.5)
+    assert b.apps["app-1"].instance == "i2" and b.apps["app-1"].consent is True
+    assert page(b, now=NOW + DEAD_AFTER + 0.5)[1] is None
+    network.pump(NOW + DEAD_AFTER + 0.5)
+    assert [message["type"] for message in texts(link)] == ["authorize"]

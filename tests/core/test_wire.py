@@ -4,7 +4,10 @@ docs/scaling.md, Bounds; docs/scaling.md, Upgrades.
 
 `WIRE_2_BYTES` is what the first release of wire version 2 sent, byte for byte: its
 messages were tuples, encoded as MessagePack arrays. Every later release of version 2 must
-read them as they are, and write the same bytes for the same message.
+read them as they are, and write the same bytes for the same message, followed by the fields
+added since (`ADDED_FIELDS`, read with their defaults from that release). `LATER_BYTES` is
+what was added to version 2 since, byte for byte as this release writes it: `State`'s
+`consent`, and the kinds AUTHORIZE and CONSENT (docs/scaling.md, Consent across instances).
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from clientmcp_fast.core.forwarding import ForwardedCall, RemoteApp
 from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.core.wire import (
     APP,
+    AUTHORIZE,
     BEAT,
     CANCEL,
+    CONSENT,
     ERROR,
     GONE,
     MAX_INTEGER,
@@ -34,8 +39,10 @@ from clientmcp_fast.core.wire import (
     STATE,
     SYNC,
     WIRE_VERSION,
+    Authorize,
     Beat,
     Cancel,
+    Consent,
     Error,
     Gone,
     Progress,
@@ -136,6 +143,97 @@ WIRE_2_BYTES = {
 }
 SENT = {name: sent for name, (sent, _, _) in WIRE_2_BYTES.items()}
 
+# Fields added to a kind since the first release of version 2, as a message of that release
+# reads with them: their defaults.
+ADDED_FIELDS: dict[int, tuple] = {STATE: (None,)}
+
+REQUEST_ID = "q8Zr0Vh1sN3oPq2Lm4Xw7A"
+# What was added to version 2 since its first release, one NATS payload per message: the tuple,
+# the bytes this release writes for it, and what they read as.
+LATER_BYTES = {
+    "state of an app that asks for consent": (
+        (STATE, "app-1", EPOCH, "b1c2d3e4f5a6", TOOLS, "Say hello.", 12, True),
+        b'\x91\x98\x01\xa5app-1\xcf\x19\xaf#+ \x00\x00\x03\xacb1c2d3e4f5a6\xc41[{"name":"echo",'
+        b'"inputSchema":{"type":"object"}}]\xaaSay hello.\x0c\xc3',
+        State(
+            client_id="app-1",
+            epoch=EPOCH,
+            instance="b1c2d3e4f5a6",
+            tools=TOOLS,
+            instructions="Say hello.",
+            seq=12,
+            consent=True,
+        ),
+    ),
+    "state before register, by this release": (
+        (STATE, "app-1", EPOCH, "b1c2d3e4f5a6", None, None, 11, False),
+        b"\x91\x98\x01\xa5app-1\xcf\x19\xaf#+ \x00\x00\x03\xacb1c2d3e4f5a6\xc0\xc0\x0b\xc2",
+        State(
+            client_id="app-1",
+            epoch=EPOCH,
+            instance="b1c2d3e4f5a6",
+            tools=None,
+            instructions=None,
+            seq=11,
+            consent=False,
+        ),
+    ),
+    "authorize": (
+        (AUTHORIZE, "app-1", EPOCH, "0a1b2c3d4e5f", REQUEST_ID, "Claude", "https://claude.ai", "HJK2M3NP"),
+        b"\x91\x98\n\xa5app-1\xcf\x19\xaf#+ \x00\x00\x03\xac0a1b2c3d4e5f\xb6q8Zr0Vh1sN3oPq2Lm4Xw7A"
+        b"\xa6Claude\xb1https://claude.ai\xa8HJK2M3NP",
+        Authorize(
+            client_id="app-1",
+            epoch=EPOCH,
+            instance="0a1b2c3d4e5f",
+            request_id=REQUEST_ID,
+            client_name="Claude",
+            client_uri="https://claude.ai",
+            code="HJK2M3NP",
+        ),
+    ),
+    "authorize for a client without a name": (
+        (AUTHORIZE, "app-1", EPOCH, "0a1b2c3d4e5f", REQUEST_ID, None, "http://127.0.0.1:33418", "HJK2M3NP"),
+        b"\x91\x98\n\xa5app-1\xcf\x19\xaf#+ \x00\x00\x03\xac0a1b2c3d4e5f\xb6q8Zr0Vh1sN3oPq2Lm4Xw7A"
+        b"\xc0\xb6http://127.0.0.1:33418\xa8HJK2M3NP",
+        Authorize(
+            client_id="app-1",
+            epoch=EPOCH,
+            instance="0a1b2c3d4e5f",
+            request_id=REQUEST_ID,
+            client_name=None,
+            client_uri="http://127.0.0.1:33418",
+            code="HJK2M3NP",
+        ),
+    ),
+    "consent": (
+        (CONSENT, "app-1", EPOCH, "b1c2d3e4f5a6", REQUEST_ID, True, None),
+        b"\x91\x97\x0b\xa5app-1\xcf\x19\xaf#+ \x00\x00\x03\xacb1c2d3e4f5a6\xb6q8Zr0Vh1sN3oPq2Lm4Xw7A\xc3\xc0",
+        Consent(
+            client_id="app-1",
+            epoch=EPOCH,
+            instance="b1c2d3e4f5a6",
+            request_id=REQUEST_ID,
+            allow=True,
+            problem=None,
+        ),
+    ),
+    "consent: the app cannot be asked": (
+        (CONSENT, "app-1", EPOCH, "b1c2d3e4f5a6", REQUEST_ID, False, "it is not connected to this bridge"),
+        b"\x91\x97\x0b\xa5app-1\xcf\x19\xaf#+ \x00\x00\x03\xacb1c2d3e4f5a6\xb6q8Zr0Vh1sN3oPq2Lm4Xw7A"
+        b'\xc2\xd9"it is not connected to this bridge',
+        Consent(
+            client_id="app-1",
+            epoch=EPOCH,
+            instance="b1c2d3e4f5a6",
+            request_id=REQUEST_ID,
+            allow=False,
+            problem="it is not connected to this bridge",
+        ),
+    ),
+}
+LATER_SENT = {name: sent for name, (sent, _, _) in LATER_BYTES.items()}
+
 
 def payload(*messages: Any) -> bytes:
     """One NATS payload holding `messages`, tuples or lists as the first release of version 2 wrote them."""
@@ -157,26 +255,67 @@ def verdict(message: Any) -> tuple[str, Any]:
 # -- the bytes of the first release of wire version 2 ----------------------------------------------
 
 
+def as_written(sent: tuple) -> tuple:
+    """A first release's message as this release writes it: the same fields, then the defaults of those added."""
+    return (*sent, *ADDED_FIELDS.get(sent[0], ()))
+
+
 @pytest.mark.parametrize("name", WIRE_2_BYTES)
 def test_the_first_release_bytes_read_as_the_message_it_sent(name):
     sent, on_the_bus, expected = WIRE_2_BYTES[name]
     assert payload(sent) == on_the_bus  # the fixture is what its tuples were encoded as
     assert decode_batch(on_the_bus) == ([expected], [])
     assert type(expected).__struct_config__.tag == sent[0]
-    assert msgspec.structs.astuple(expected) == sent[1:]
+    assert msgspec.structs.astuple(expected) == as_written(sent)[1:]
 
 
 @pytest.mark.parametrize("name", WIRE_2_BYTES)
 def test_a_message_is_written_as_the_first_release_wrote_it(name):
-    _, on_the_bus, message = WIRE_2_BYTES[name]
-    assert encode([message]) == on_the_bus
+    sent, on_the_bus, message = WIRE_2_BYTES[name]
+    assert encode([message]) == payload(as_written(sent))
+    if sent[0] not in ADDED_FIELDS:
+        assert encode([message]) == on_the_bus
+    else:
+        # The first release's bytes of each field (after the array's head, one byte longer),
+        # then the added fields, which a first release skips as fields of a later one.
+        assert encode([message])[2:].startswith(on_the_bus[2:])
 
 
 def test_a_payload_of_every_kind_reads_in_order_in_one_call():
-    expected = [message for _, _, message in WIRE_2_BYTES.values()]
-    on_the_bus = payload(*SENT.values())
-    assert encode(expected) == on_the_bus
-    assert decode_batch(on_the_bus) == (expected, [])
+    expected = [message for _, _, message in (*WIRE_2_BYTES.values(), *LATER_BYTES.values())]
+    first = payload(*SENT.values(), *LATER_SENT.values())
+    assert decode_batch(first) == (expected, [])
+    assert encode(expected) == payload(*map(as_written, SENT.values()), *LATER_SENT.values())
+
+
+# -- what was added to version 2 since its first release ----------------------------------------------
+
+
+@pytest.mark.parametrize("name", LATER_BYTES)
+def test_what_was_added_since_reads_and_is_written_byte_for_byte(name):
+    sent, on_the_bus, message = LATER_BYTES[name]
+    assert payload(sent) == on_the_bus
+    assert decode_batch(on_the_bus) == ([message], [])
+    assert encode([message]) == on_the_bus
+    assert type(message).__struct_config__.tag == sent[0]
+    assert msgspec.structs.astuple(message) == sent[1:]
+
+
+@pytest.mark.parametrize("name", LATER_BYTES)
+def test_fields_a_later_release_adds_after_those_added_since_are_skipped(name):
+    sent, _, expected = LATER_BYTES[name]
+    for extra in (["later"], [1, None, {"later": [b"x", 2.5]}], [[[[["deep"]]]]]):
+        assert decode_batch(payload((*sent, *extra))) == ([expected], [])
+
+
+@pytest.mark.parametrize("name", ["authorize", "consent"])
+def test_a_new_kind_shorter_than_its_layout_is_malformed(name):
+    sent, _, _ = LATER_BYTES[name]
+    for size in range(1, len(sent)):
+        outcome, detail = verdict(sent[:size])
+        assert outcome == "malformed", sent[:size]
+        expected = f"a message of kind {sent[0]}: Expected `array` of at least length {len(sent)}"
+        assert detail.startswith(expected), detail
 
 
 # -- docs/scaling.md, Upgrades: what a later release may add ----------------------------------------
@@ -186,10 +325,11 @@ def test_a_payload_of_every_kind_reads_in_order_in_one_call():
 def test_fields_a_later_release_adds_at_the_end_are_skipped(name):
     sent, _, expected = WIRE_2_BYTES[name]
     for extra in (["later"], [1, None, {"later": [b"x", 2.5]}], [[[[["deep"]]]]]):
-        assert decode_batch(payload((*sent, *extra))) == ([expected], [])
+        assert decode_batch(payload((*as_written(sent), *extra))) == ([expected], [])
 
 
-@pytest.mark.parametrize("kind", [0, 10, 99, 255, 2**16, MAX_INTEGER + 1, 2**64 - 1, -1, -(2**63)])
+# CONSENT + 1: the first kind no release has yet.
+@pytest.mark.parametrize("kind", [0, CONSENT + 1, 99, 255, 2**16, MAX_INTEGER + 1, 2**64 - 1, -1, -(2**63)])
 def test_a_kind_of_a_later_release_is_ignored_and_not_counted(kind):
     assert verdict([kind, "a kind of a later release", {"with": "anything"}]) == ("ignored", None)
     assert verdict([kind]) == ("ignored", None)
@@ -220,6 +360,14 @@ RULES = {
     SYNC: ("name", "integer", "integer", "boolean"),
     CANCEL: ("text", "bytes", "bytes or nil", "name"),
 }
+# docs/scaling.md, Bounds: the fields and kinds added since, each field's rule.
+ADDED_RULES = {STATE: ("boolean or nil",)}
+NEW_KINDS = {
+    AUTHORIZE: ("text", "integer", "name", "text", "text or nil", "text", "text"),
+    CONSENT: ("text", "integer", "name", "text", "boolean", "text or nil"),
+}
+# Every field this release reads, kind by kind.
+LAYOUTS = {kind: rules + ADDED_RULES.get(kind, ()) for kind, rules in RULES.items()} | NEW_KINDS
 LAST_OUTCOME = len(Outcome) - 1
 # Per rule, values taken and values dropped as malformed.
 TAKEN = {
@@ -230,6 +378,8 @@ TAKEN = {
     "bytes or nil": [None, b"", b"x" * 5000],
     "string or nil": [None, "", "x" * (MAX_STRING + 1), "é" * 5000],  # instructions: not bounded here
     "boolean": [True, False],
+    "boolean or nil": [True, False, None],
+    "text or nil": [None, "", "x" * MAX_STRING, "😀" * MAX_STRING],
     "outcome": [0, LAST_OUTCOME],
 }
 NOT_INTEGERS = [True, False, 1.0, "1", b"1", None, [1], {"a": 1}]
@@ -255,22 +405,25 @@ DROPPED = {
     "bytes or nil": ["x", 1, False, [b"x"]],
     "string or nil": [b"x", 1, False, ["x"]],
     "boolean": [0, 1, None, "true", b"\x01", 1.0],
+    "boolean or nil": [0, 1, "true", b"\x01", 1.0, []],
+    "text or nil": ["x" * (MAX_STRING + 1), b"x", 1, True, ["x"], {"x": 1}],
     "outcome": [LAST_OUTCOME + 1, 255, -1, MAX_INTEGER, True, *NOT_INTEGERS],
 }
-FIRST_OF_KIND = {sent[0]: name for name, sent in reversed(SENT.items())}
-FIELD_CASES = [(kind, index) for kind, rules in RULES.items() for index in range(1, len(rules) + 1)]
+# A message of each kind with every field this release reads: the first of LATER_SENT, else of SENT.
+FIRST_OF_KIND = {sent[0]: sent for sent in reversed([*LATER_SENT.values(), *SENT.values()])}
+FIELD_CASES = [(kind, index) for kind, rules in LAYOUTS.items() for index in range(1, len(rules) + 1)]
 
 
 def with_field(kind: int, index: int, value: Any) -> list:
-    """The first release's message of `kind` with its field `index` (1 is the first after the kind) set to `value`."""
-    message = list(SENT[FIRST_OF_KIND[kind]])
+    """A message of `kind` with its field `index` (1 is the first after the kind) set to `value`."""
+    message = list(FIRST_OF_KIND[kind])
     message[index] = value
     return message
 
 
 @pytest.mark.parametrize(("kind", "index"), FIELD_CASES, ids=[f"kind {k} field {i}" for k, i in FIELD_CASES])
 def test_each_field_takes_the_values_its_rule_allows_and_no_other(kind, index):
-    rule = RULES[kind][index - 1]
+    rule = LAYOUTS[kind][index - 1]
     for value in TAKEN[rule]:
         outcome, message = verdict(with_field(kind, index, value))
         assert outcome == "taken", (rule, value)
@@ -397,6 +550,8 @@ VALID = {
     "bytes or nil": st.none() | st.binary(max_size=40),
     "string or nil": st.none() | st.text(max_size=40) | st.sampled_from(TAKEN["string or nil"]),
     "boolean": st.booleans(),
+    "boolean or nil": st.none() | st.booleans(),
+    "text or nil": st.none() | st.text(max_size=40) | st.sampled_from(TAKEN["text or nil"]),
     "outcome": st.integers(0, LAST_OUTCOME),
 }
 ANYTHING = st.one_of(
@@ -417,9 +572,9 @@ EDGES = st.sampled_from([value for values in (*TAKEN.values(), *DROPPED.values()
 
 @st.composite
 def valid_messages(draw: st.DrawFn, kind: int | None = None) -> tuple:
-    """A message that the first release of wire version 2 would take, maybe with a later release's fields."""
-    kind = draw(st.sampled_from(sorted(RULES))) if kind is None else kind
-    fields = tuple(draw(VALID[rule]) for rule in RULES[kind])
+    """A message that this release takes, maybe with a later release's fields."""
+    kind = draw(st.sampled_from(sorted(LAYOUTS))) if kind is None else kind
+    fields = tuple(draw(VALID[rule]) for rule in LAYOUTS[kind])
     return (kind, *fields, *draw(EXTRA))
 
 
@@ -429,8 +584,8 @@ def any_messages(draw: st.DrawFn) -> list:
     message = list(draw(valid_messages()))
     change = draw(st.sampled_from(["none", "edge", "field", "fields", "cut", "kind"]))
     if change == "edge":
-        index = draw(st.integers(1, len(RULES[message[0]])))
-        rule = RULES[message[0]][index - 1]
+        index = draw(st.integers(1, len(LAYOUTS[message[0]])))
+        rule = LAYOUTS[message[0]][index - 1]
         message[index] = draw(st.sampled_from(TAKEN[rule] + DROPPED[rule]) | EDGES)
     elif change == "field":
         message[draw(st.integers(0, len(message) - 1))] = draw(ANYTHING)
@@ -447,7 +602,7 @@ def any_messages(draw: st.DrawFn) -> list:
 @hypothesis.given(valid_messages())
 def test_any_message_the_rules_allow_reads_as_its_fields_and_is_written_back_the_same(message):
     kind = message[0]
-    size = len(RULES[kind])
+    size = len(LAYOUTS[kind])
     outcome, read = verdict(message)
     assert outcome == "taken" and type(read) is wire.KINDS[kind]
     assert msgspec.structs.astuple(read) == message[1 : size + 1]
@@ -477,7 +632,20 @@ def test_what_the_directory_sends_reads_as_the_message_it_means():
     directory.cancel_elsewhere("app-1", b'"req-9"', b"6b3c9e")
     forwarding = directory.forwarding
     subject = directory.instance_subject("0a1b2c3d4e5f")
-    RemoteApp(forwarding, "app-2", "0a1b2c3d4e5f", 7, 0, subject).send(CALL)
+    remote = RemoteApp(forwarding, "app-2", "0a1b2c3d4e5f", 7, 0, subject)
+    remote.send(CALL)
+    remote.consent = True  # as its instance's STATE said
+    assert remote.ask_consent(REQUEST_ID, "Claude", "https://claude.ai", "HJK2M3NP") is None
+    asked = Authorize(
+        client_id="app-3",
+        epoch=9,
+        instance="0a1b2c3d4e5f",
+        request_id=REQUEST_ID,
+        client_name=None,
+        client_uri="https://claude.ai",
+        code="HJK2M3NP",
+    )
+    forwarding.authorize(asked, None, subject, NOW)  # app-3's connection of epoch 9 is not here
     forwarded = ForwardedCall(forwarding, "0a1b2c3d4e5f", "0a1b2c3d4e5f-1", "app-1", subject)
     forwarded.call_result(b'{"content":[]}', True)
     forwarded.outcome = Outcome.TIMEOUT
@@ -489,11 +657,38 @@ def test_what_the_directory_sends_reads_as_the_message_it_means():
     assert messages == [
         Sync(instance=me, seq=1, wire_version=WIRE_VERSION, answer=True),
         Beat(instance=me, wire_version=WIRE_VERSION),
-        State(client_id="app-1", epoch=EPOCH, instance=me, tools=None, instructions=None, seq=2),
-        State(client_id="app-1", epoch=EPOCH, instance=me, tools=TOOLS, instructions="Say hello.", seq=3),
+        State(
+            client_id="app-1", epoch=EPOCH, instance=me, tools=None, instructions=None, seq=2, consent=False
+        ),
+        State(
+            client_id="app-1",
+            epoch=EPOCH,
+            instance=me,
+            tools=TOOLS,
+            instructions="Say hello.",
+            seq=3,
+            consent=False,
+        ),
         Cancel(client_id="app-1", request_id=b'"req-9"', session=b"6b3c9e", instance=me),
         ToApp(
             instance=me, client_id="app-2", epoch=7, message=CALL, timeout_ms=forwarding.timeout_ms, floor=0
+        ),
+        Authorize(
+            client_id="app-2",
+            epoch=7,
+            instance=me,
+            request_id=REQUEST_ID,
+            client_name="Claude",
+            client_uri="https://claude.ai",
+            code="HJK2M3NP",
+        ),
+        Consent(
+            client_id="app-3",
+            epoch=9,
+            instance=me,
+            request_id=REQUEST_ID,
+            allow=False,
+            problem="it is not connected to this bridge",
         ),
         Result(client_id="app-1", call_id="0a1b2c3d4e5f-1", result=b'{"content":[]}', has_result_type=True),
         Error(client_id="app-1", call_id="0a1b2c3d4e5f-1", text="late", outcome=Outcome.TIMEOUT),
