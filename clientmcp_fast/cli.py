@@ -144,7 +144,10 @@ def _parser() -> argparse.ArgumentParser:
         "(or, with --python-app, the same app in Python); it prints the page's URL, the agent URL, a "
         "token and the `claude mcp add` line. It takes the settings of `serve` (flags and "
         "CLIENTMCP_<FLAG>), but listens on 127.0.0.1 and logs warnings only unless told otherwise; "
-        "CLIENTMCP_SECRET is not read, so that no token it prints is valid on another bridge.",
+        "CLIENTMCP_SECRET is not read, so that no token it prints is valid on another bridge. With "
+        "--oauth it also prints the app's OAuth URL, for MCP hosts that sign in with OAuth.",
+        # --oauth is redefined below: alone, it means on.
+        conflict_handler="resolve",
     )
     add_options(
         demo,
@@ -152,7 +155,19 @@ def _parser() -> argparse.ArgumentParser:
             "host": "address to listen on (default 127.0.0.1)",
             "port": "TCP port to listen on (default 8080; 0 picks a free one)",
             "log": "error, warn (default), info or debug",
+            "public-url": "with --oauth, the origin agents reach the bridge at (default: the demo's own "
+            "http://127.0.0.1:PORT)",
         },
+    )
+    demo.add_argument(
+        "--oauth",
+        dest="oauth",
+        nargs="?",
+        const="on",
+        default=argparse.SUPPRESS,
+        metavar="on|off",
+        help="OAuth on (alone, or `on`) or off (default): print the app's OAuth URL to paste into an MCP "
+        "host; the todo page asks you to allow each host and shows the code for the consent page",
     )
     demo.add_argument(
         "--page-port",

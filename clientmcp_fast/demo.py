@@ -6,16 +6,22 @@ the demo plays the app's backend. `--python-app` connects the same todo app writ
 `clientmcp_fast.client` instead, for a machine without a browser. Both follow the risk and
 outcome conventions of docs/apps.md (Risk levels; Outcomes); the demo prints what an agent
 needs to use the app. The bridge itself never serves files: only the demo does.
+
+`--oauth` turns the bridge's OAuth on (docs/oauth.md, Try it with the demo), its public URL
+the demo's own unless `--public-url` says otherwise: the page then asks its user to allow
+each MCP host that signs in, and shows the code to type into the bridge's consent page.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import itertools
 import json
 import secrets
 import signal
+import socket
 import sys
 import time
 from collections.abc import Mapping
@@ -24,7 +30,14 @@ from typing import Any
 
 from clientmcp_fast import log
 from clientmcp_fast.client import ClientMCP, completed, rejected
-from clientmcp_fast.config import ConfigError, Settings, address_text, load, reachable_host
+from clientmcp_fast.config import (
+    ConfigError,
+    Settings,
+    address_text,
+    load,
+    parse_public_url,
+    reachable_host,
+)
 from clientmcp_fast.core.tokens import mint
 from clientmcp_fast.net.server import Server, listen_failure, new_event_loop
 
@@ -135,9 +148,10 @@ class PageServer:
     which is why the demo listens on loopback. One request per connection, GET and HEAD only.
     """
 
-    def __init__(self, secret: bytes, connect_url: str) -> None:
+    def __init__(self, secret: bytes, connect_url: str, oauth: bool = False) -> None:
         self.secret = secret
         self.connect_url = connect_url
+        self.oauth = oauth  # the page then asks its user about each OAuth client (onAuthorize)
         self.tokens_minted = 0
         self.port = 0
         self._server: asyncio.AbstractServer | None = None
@@ -165,7 +179,10 @@ class PageServer:
             name, kind = PAGE_FILES[path]
             return 200, kind, web_file(name), {}
         if path == "/config.json":
-            body = json.dumps({"url": self.connect_url, "clientId": APP_ID}).encode()
+            config: dict[str, Any] = {"url": self.connect_url, "clientId": APP_ID}
+            if self.oauth:
+                config["oauth"] = True
+            body = json.dumps(config).encode()
             return 200, "application/json", body, {}
         if path == "/token":
             self.tokens_minted += 1
@@ -209,13 +226,49 @@ def demo_settings(env: Mapping[str, str], flags: argparse.Namespace | None = Non
     """The settings of `serve` from `env` and `flags`, with the demo's defaults and a fresh secret.
 
     The operator's secrets are never used: the demo prints tokens, and a token signed with a
-    real bridge's secret would be valid there.
+    real bridge's secret would be valid there. With OAuth on and no public URL given, the
+    public URL is left unset: `own_public_url` sets the demo's own.
     """
     secret = secrets.token_hex(32)
     kept = {
         name: value for name, value in env.items() if name not in ("CLIENTMCP_SECRET", "CLIENTMCP_SECRETS")
     }
-    return load({**DEMO_DEFAULTS, **kept, "CLIENTMCP_SECRET": secret}, flags)
+    values = {**DEMO_DEFAULTS, **kept, "CLIENTMCP_SECRET": secret}
+    given = getattr(flags, "public_url", None) or values.get("CLIENTMCP_PUBLIC_URL", "").strip()
+    if not given:
+        # load() refuses OAuth on without a public URL; the demo's own is known once its port is.
+        values["CLIENTMCP_PUBLIC_URL"] = "http://127.0.0.1"
+    settings = load(values, flags)
+    return settings if given else dataclasses.replace(settings, public_url=None)
+
+
+def own_public_url(settings: Settings) -> Settings:
+    """`settings` with the demo's own origin, http://HOST:PORT, as the public URL of OAuth.
+
+    The issuer and the resource URLs are built from it before the bridge listens, so a port
+    of 0 is chosen here: a free port is taken, and the bridge then listens on it.
+    """
+    port = settings.port or _free_port(settings.host)
+    origin = f"http://{address_text(reachable_host(settings.host), port)}"
+    try:
+        public_url = parse_public_url(origin)
+    except ValueError:
+        raise ConfigError(
+            f"--oauth: the demo's own URL {origin} is not on loopback, the one place OAuth takes "
+            "http://: give --public-url, the https:// origin agents reach the bridge at"
+        ) from None
+    return dataclasses.replace(settings, port=port, public_url=public_url)
+
+
+def _free_port(host: str) -> int:
+    """A TCP port free on `host` now; raises ConfigError when nothing can listen there."""
+    try:
+        family = socket.getaddrinfo(host or None, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+            return probe.getsockname()[1]
+    except OSError as error:
+        raise ConfigError(f"cannot listen on {address_text(host, 0)}: {listen_failure(error)}") from None
 
 
 async def _demo(settings: Settings, python_app: bool, page_port: int | None) -> None:
@@ -242,9 +295,9 @@ async def _demo(settings: Settings, python_app: bool, page_port: int | None) -> 
             f"{len(app.tools)} tools ({', '.join(app.tools)}).\n"
         )
     else:
-        page = PageServer(secret, connect_url)
-        if page_port is None:  # beside the bridge's port; any free one beside a free one
-            page_port = server.port + 1 if settings.port else 0
+        page = PageServer(secret, connect_url, oauth=settings.oauth)
+        if page_port is None:  # beside the bridge's port (run_demo made it 0 for any free one)
+            page_port = server.port + 1
         try:
             await page.start(settings.host, page_port)
         except ConfigError:
@@ -263,6 +316,7 @@ async def _demo(settings: Settings, python_app: bool, page_port: int | None) -> 
         f"  Claude Code: claude mcp add --transport http {APP_ID} {url} "
         f'--header "Authorization: Bearer {agent_token}"\n'
         f"  no headers?  {url}/{agent_token}\n"
+        f"{oauth_lines(settings)}"
         "Ctrl-C stops the demo.",
         flush=True,
     )
@@ -274,6 +328,18 @@ async def _demo(settings: Settings, python_app: bool, page_port: int | None) -> 
     await server.shutdown()
 
 
+def oauth_lines(settings: Settings) -> str:
+    """What the demo prints with OAuth on: the URL to paste into an MCP host, and what happens next."""
+    if not settings.oauth:
+        return ""
+    return (
+        f"  OAuth URL:   {settings.public_url}/apps/{APP_ID}/mcp (paste it into an MCP host that signs in "
+        "with OAuth)\n"
+        "  then:        the host opens the bridge's consent page, and the todo page shows the request "
+        "and a code: allow it there, and type the code into the consent page.\n"
+    )
+
+
 def run_demo(env: Mapping[str, str], flags: argparse.Namespace | None = None) -> int:
     """Run the demo until Ctrl-C; the exit status. Raises ConfigError for a setting it cannot use."""
     settings = demo_settings(env, flags)
@@ -281,6 +347,16 @@ def run_demo(env: Mapping[str, str], flags: argparse.Namespace | None = None) ->
     page_port = getattr(flags, "page_port", None)
     if page_port is not None and not 0 <= page_port <= 65535:
         raise ConfigError(f"--page-port: {page_port} is not a TCP port (0-65535)")
+    if page_port is None and settings.port == 0:
+        page_port = 0  # any free one beside a free one
+    if settings.oauth:
+        if python_app:
+            raise ConfigError(
+                "--oauth: the todo page asks its user to allow each MCP host that signs in, and the "
+                "Python app has no one to ask: run the demo without --python-app"
+            )
+        if settings.public_url is None:
+            settings = own_public_url(settings)
     log.configure(settings.log, sys.stderr, settings.log_format)
     loop = new_event_loop()
     asyncio.set_event_loop(loop)

@@ -54,7 +54,7 @@ def page_headers(form_target: str | None = None) -> list[tuple[bytes, bytes]]:
         (b"pragma", b"no-cache"),
         (b"x-frame-options", b"DENY"),
         (b"x-content-type-options", b"nosniff"),
-        (b"referrer-policy", b"no-referrer"),
+        (b"referrer-policy", b"same-origin"),
         (b"content-security-policy", policy.encode("ascii")),
     ]
 
@@ -95,7 +95,7 @@ def _page(title: str, body: str) -> bytes:
         "<!doctype html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<meta name="referrer" content="no-referrer">'
+        '<meta name="referrer" content="same-origin">'
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head>\n"
         f"<body><main>\n{body}\n</main></body></html>\n"
     ).encode("utf-8")

@@ -3,6 +3,7 @@
 import { ClientMCP, completed, rejected } from "./clientmcp.js";
 
 const QUESTION_TIMEOUT_MS = 100_000; // shorter than the bridge's call timeout (ClientMCP v1 §9.1)
+const REQUEST_LIFETIME_MS = 600_000; // the bridge ends a request to connect after 10 minutes (docs/oauth.md)
 const STORAGE_KEY = "clientmcp-demo-todos";
 
 // -- the state, and the actions both the page and agents use ---------------------------------
@@ -79,6 +80,57 @@ function answer(yes) {
   question.resolve(yes ? "yes" : "no");
 }
 
+// -- asking the user, for MCP hosts that sign in with OAuth (`clientmcp demo --oauth`) ---------
+
+// A request shows in the page, never in a dialog: the code must stay readable while the user
+// types it into the host's sign-in page, and several requests can wait side by side. Names and
+// origins come from the requesting client, so they are set as text only.
+function askToConnect(request) {
+  return new Promise((resolve) => {
+    const card = document.getElementById("request-template").content.firstElementChild.cloneNode(true);
+    const name = request.clientName || "an unnamed client";
+    card.querySelector(".client").textContent = request.clientName || "An unnamed client";
+    card.querySelector(".origin").textContent = request.clientOrigin;
+    card.querySelector(".code").textContent = request.code;
+    let answered = false;
+    const decide = (allow) => {
+      answered = true;
+      resolve(allow);
+    };
+    // The bridge has ended the request by then, allowed or not: the card goes.
+    const timer = setTimeout(() => {
+      card.remove();
+      if (!answered) activity(`The request of ${name} expired.`);
+      decide(false);
+    }, REQUEST_LIFETIME_MS);
+    card.querySelector(".allow").addEventListener("click", () => {
+      decide(true);
+      activity(`You allowed ${name}.`);
+      // The code stays: the user may not have typed it yet.
+      const note = document.createElement("p");
+      note.className = "answered";
+      note.textContent = "Allowed. Type the code into the sign-in page, if you have not yet.";
+      const hide = document.createElement("button");
+      hide.type = "button";
+      hide.className = "secondary";
+      hide.textContent = "Hide";
+      hide.addEventListener("click", () => {
+        clearTimeout(timer);
+        card.remove();
+      });
+      card.querySelector(".answers").replaceChildren(hide);
+      card.querySelector(".answers").before(note);
+    });
+    card.querySelector(".deny").addEventListener("click", () => {
+      clearTimeout(timer);
+      card.remove();
+      decide(false);
+      activity(`You denied ${name}.`);
+    });
+    document.getElementById("requests").append(card);
+  });
+}
+
 // -- what agents see --------------------------------------------------------------------------
 
 const params = await (await fetch("config.json")).json();
@@ -88,6 +140,8 @@ const mcp = new ClientMCP({
   // time from the app's backend (here the demo's /token; ClientMCP v1 §7).
   token: async () => (await fetch("token", { cache: "no-store" })).text(),
   instructions: "A shared todo list. Items have an integer id and a title.",
+  // Only when the bridge runs OAuth: the app then registers `consent` (docs/oauth.md).
+  onAuthorize: params.oauth ? askToConnect : null,
 });
 
 mcp.expose("add_todo", {

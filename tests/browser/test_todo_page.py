@@ -55,8 +55,9 @@ def demo() -> Any:
         yield running
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
+@contextlib.asynccontextmanager
+async def chromium() -> AsyncIterator[Any]:
+    """Headless Chromium, the Debian package: the browser of every test of tests/browser."""
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (`.ci/run` does)")
     async with async_playwright() as playwright:
@@ -65,6 +66,12 @@ async def browser() -> AsyncIterator[Any]:
             yield launched
         finally:
             await launched.close()
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    async with chromium() as launched:
+        yield launched
 
 
 async def open_page(browser: Any, demo: Demo, context: Any = None) -> Page:

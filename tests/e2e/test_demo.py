@@ -345,3 +345,71 @@ def test_every_file_of_the_page_is_package_data():
     assert {"web/clientmcp.js", "web/index.html", "web/todo.js", "web/todo.css"} <= set(web)
     for name in web:
         assert any(fnmatch.fnmatch(name, pattern) for pattern in patterns["clientmcp_fast"]), name
+
+
+# -- OAuth: `clientmcp demo --oauth` (docs/oauth.md, Try it with the demo) ------------------------
+
+LABELS = ["app page:", "agent URL:", "agent token:", "Claude Code:", "no headers?"]
+
+
+def labels(demo: Demo) -> list[str]:
+    """The label of each line the demo printed between its headline and `Ctrl-C`."""
+    return [re.match(r"(.+?[:?])\s", line.strip()).group(1) for line in demo.lines[1:-1]]
+
+
+def well_known(demo: Demo, path: str) -> http.client.HTTPResponse:
+    return get(f"http://127.0.0.1:{demo.port}/.well-known/{path}")
+
+
+def test_with_oauth_it_prints_the_apps_resource_url_and_the_metadata_answers():
+    with running_demo("--port", "0", "--oauth") as demo:
+        bridge = f"http://127.0.0.1:{demo.port}"
+        resource = f"{bridge}/apps/demo-todos/mcp"
+        assert labels(demo) == [*LABELS, "OAuth URL:", "then:"]
+        assert demo.lines[-3].split()[2] == resource
+        assert demo.lines[-2].strip() == (
+            "then:        the host opens the bridge's consent page, and the todo page shows the request "
+            "and a code: allow it there, and type the code into the consent page."
+        )
+        protected = well_known(demo, "oauth-protected-resource/apps/demo-todos/mcp")
+        assert protected.status == 200
+        assert json.loads(protected.body)["resource"] == resource
+        assert json.loads(protected.body)["authorization_servers"] == [bridge]
+        server = well_known(demo, "oauth-authorization-server")
+        assert server.status == 200 and json.loads(server.body)["issuer"] == bridge
+        # The page is told to ask its user; the static token still works on /mcp.
+        config = json.loads(get(demo.page_url + "config.json").body)
+        assert config == {"url": f"ws://{bridge[7:]}/connect", "clientId": "demo-todos", "oauth": True}
+        assert demo.rpc("tools/list")["tools"] == []
+
+
+def test_without_oauth_it_prints_what_it_did_and_discovery_is_404(page_demo):
+    assert labels(page_demo) == LABELS
+    assert not any("OAuth" in line for line in page_demo.lines)
+    for path in ("oauth-protected-resource/apps/demo-todos/mcp", "oauth-authorization-server"):
+        assert well_known(page_demo, path).status == 404
+
+
+def test_oauth_and_the_public_url_come_from_the_environment_too():
+    port = free_port()
+    env = {"CLIENTMCP_OAUTH": "on", "CLIENTMCP_PUBLIC_URL": f"http://localhost:{port}"}
+    with running_demo("--port", str(port), **env) as demo:
+        assert demo.lines[-3].split()[2] == f"http://localhost:{port}/apps/demo-todos/mcp"
+        server = well_known(demo, "oauth-authorization-server")
+        assert json.loads(server.body)["issuer"] == f"http://localhost:{port}"
+    with running_demo("--port", "0", "--oauth", "off") as demo:
+        assert labels(demo) == LABELS
+
+
+def test_oauth_that_the_demo_cannot_serve_is_one_line_and_exit_2():
+    assert _one_line_failure("--port", "0", "--oauth", "--python-app") == (
+        "clientmcp: error: --oauth: the todo page asks its user to allow each MCP host that signs in, "
+        "and the Python app has no one to ask: run the demo without --python-app\n"
+    )
+    assert _one_line_failure("--oauth", "--host", "192.0.2.1", "--port", "8080") == (
+        "clientmcp: error: --oauth: the demo's own URL http://192.0.2.1:8080 is not on loopback, the one "
+        "place OAuth takes http://: give --public-url, the https:// origin agents reach the bridge at\n"
+    )
+    assert _one_line_failure("--oauth", "maybe") == (
+        "clientmcp: error: --oauth: 'maybe' is not one of off, on\n"
+    )

@@ -458,7 +458,7 @@ async def test_an_sdk_agent_calls_an_app_with_an_access_token_on_its_resource(oa
 # -- the authorization endpoint: its refusals, and what it says until apps can consent -------------
 
 
-PAGE_HEADERS = {"cache-control": "no-store", "x-frame-options": "DENY", "referrer-policy": "no-referrer"}
+PAGE_HEADERS = {"cache-control": "no-store", "x-frame-options": "DENY", "referrer-policy": "same-origin"}
 
 
 def assert_page(response: httpx2.Response, status: int, *words: str) -> None:
