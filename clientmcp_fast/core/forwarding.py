@@ -385,6 +385,7 @@ class Forwarding:
             call.traceparent = valid_traceparent(forwarded.traceparent)
             if call.traceparent is not None and forwarded.tracestate is not msgspec.UNSET:
                 call.tracestate = valid_tracestate(forwarded.tracestate)
+        call.tool = tool  # what a tracer names its span by (clientmcp_fast/otel.py)
         self.running[(message.instance, forwarded.id)] = call
         self.bridge.start_call(app, tool, bytes(arguments), call, now)  # type: ignore[arg-type]
 

@@ -1,3 +1,5 @@
+# cython: boundscheck=False, wraparound=False
+# (compiled: valid_traceparent indexes only the first 55 bytes of a value checked to have them)
 """Trace context for calls (docs/protocol.md, Trace context): W3C values checked, and the tracer port.
 
 The agent's `traceparent` and `tracestate` reach an app that registered `trace: true`

@@ -4,8 +4,9 @@ The host is the official `mcp` SDK's `OAuthClientProvider`, with a loopback list
 redirect URI (RFC 8252 §7.3), as a native host has. Its browser and the person's are headless
 Chromium (the Debian package, as in test_todo_page.py): the test plays the person, who reads
 the bridge's consent page the host opened, finds the same request and its code in the todo
-page, answers there, and types the code into the consent page (docs/oauth.md, Try it with the
-demo). Screenshots of the request, on a phone's screen, are saved under reports/ for a reader.
+page, answers there, and types the code into the consent page
+(docs/oauth.md, Try it with the demo). Screenshots of the request, on a phone's screen, are
+saved under reports/ for a reader.
 """
 
 from __future__ import annotations

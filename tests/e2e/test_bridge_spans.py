@@ -269,11 +269,6 @@ def test_across_two_instances_each_traces_its_part(start_topology, receiver, mon
     assert call["traceparent"] == f"00-{AGENT_TRACE}-{last.span_id}-01"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/forwarding.py starts a forwarded call without setting its `tool` (ForwardedCall.tool is None), "
-    "so the app's instance's span cannot name the tool; `call.tool = tool` before `start_call` fixes it",
-)
 def test_the_app_instances_span_names_the_tool(start_topology, receiver, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
