@@ -28,7 +28,9 @@ collector as `--metrics` does (the core counts either way): the count with obser
 unless `--limits` turns them on at their defaults; `--scope N` scopes the agent's token to N
 tool names, the called one among them (docs/protocol.md, Scoped agent tokens). `--trace`
 has the agent send a `traceparent` header and the app register `trace: true`: the count of
-a call carrying the agent's trace context to the app, the bridge not tracing itself.
+a call carrying the agent's trace context to the app, the bridge not tracing itself;
+`--otel` has the bridge trace (a span per call, made and queued as `serve` does with the
+`otel` extra, exported nowhere).
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ _SCOPE_ENV = "CLIENTMCP_BENCH_SCOPE"
 _LIMITS_ENV = "CLIENTMCP_BENCH_LIMITS"
 # `--trace`: the agent sends a traceparent and the app registers `trace: true`.
 _TRACE_ENV = "CLIENTMCP_BENCH_TRACE"
+# `--otel`: the bridge traces, a span per call (clientmcp_fast/otel.py).
+_OTEL_ENV = "CLIENTMCP_BENCH_OTEL"
 TRACEPARENT = b"traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
 TRACED_REGISTER = REGISTER[:-1] + b',"trace":true}'
 
@@ -168,10 +172,33 @@ def observed(server: Server, generations: int) -> Server:
         from clientmcp_fast.metrics import registry_for
 
         registry_for(server)  # read at scrape time only: a scrape is not part of a call
+    if os.environ.get(_OTEL_ENV):
+        server.bridge.tracing = bench_tracing()
     if generations:
         raised = {f"other-{n}": 1 for n in range(generations)}
         server.verifier.generations = {"client": dict(raised), "agent": dict(raised)}
     return server
+
+
+def bench_tracing():
+    """`--otel`: the tracer `serve` makes from OTEL_* settings, its spans batched as there but exported nowhere.
+
+    The batch processor hands each ended span to its queue as in production; its exporter
+    drops them, so what is counted is the span's making, its attributes and its queueing,
+    not the encoding and sending that the processor's own thread does every few seconds.
+    """
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from clientmcp_fast.otel import OtelCallTracing
+
+    class Dropped(SpanExporter):
+        def export(self, spans):  # type: ignore[no-untyped-def]
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    return OtelCallTracing(provider.get_tracer("clientmcp_fast"), provider)
 
 
 def round_trip(era: str, stub_calls: int = 0, generations: int = 0, agents: int = 1) -> Callable[[], bytes]:
@@ -552,7 +579,13 @@ def main() -> None:
         "--trace", action="store_true",
         help="the agent sends a traceparent header, the app registered trace: true (docs/protocol.md)",
     )  # fmt: skip
+    parser.add_argument(
+        "--otel", action="store_true",
+        help="the bridge traces: a span per call, batched, exported nowhere (needs the otel extra)",
+    )  # fmt: skip
     flags = parser.parse_args()
+    if flags.otel:
+        os.environ[_OTEL_ENV] = "1"
     if flags.trace:
         os.environ[_TRACE_ENV] = "1"
     if flags.scope:

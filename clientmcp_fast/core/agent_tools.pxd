@@ -7,6 +7,7 @@ from clientmcp_fast.core.agent_context cimport Context
 from clientmcp_fast.core.bridge cimport Bridge
 from clientmcp_fast.core.http cimport Request
 from clientmcp_fast.core.tokens cimport Grant, ToolScope
+from clientmcp_fast.core.tracing cimport valid_traceparent
 
 
 cpdef instructions(Bridge bridge, client_id)

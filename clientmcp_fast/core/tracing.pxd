@@ -5,7 +5,7 @@
 cimport cython
 
 
-@cython.locals(length=Py_ssize_t, data=bytes, index=Py_ssize_t, byte=cython.uchar, trace_id=bint, parent_id=bint, version=int)
+@cython.locals(length=Py_ssize_t, data=bytes, chars=cython.p_uchar, index=Py_ssize_t, byte=cython.uchar, trace_id=bint, parent_id=bint, version=int)
 cpdef valid_traceparent(value)
 
 

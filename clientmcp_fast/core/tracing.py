@@ -42,9 +42,10 @@ def valid_traceparent(value: object) -> str | None:
     # One pass over the first 55 bytes (compiled, a C loop over the bytes): dashes at 2, 35
     # and 52, lowercase hex elsewhere, and neither id all zeros.
     data = value.encode("ascii")
+    chars = data  # compiled, a C pointer to the bytes: no object is made per byte
     trace_id = parent_id = False
     for index in range(TRACEPARENT_CHARS):
-        byte = data[index]
+        byte = chars[index]
         if index == 2 or index == 35 or index == 52:
             if byte != 0x2D:  # "-"
                 return None
@@ -57,14 +58,14 @@ def valid_traceparent(value: object) -> str | None:
                 parent_id = True
     if not (trace_id and parent_id):
         return None
-    version = data[0] << 8 | data[1]
+    version = chars[0] << 8 | chars[1]
     if version == 0x3030:  # "00"
         return value if length == TRACEPARENT_CHARS else None  # version 00 has exactly four fields
     if version == 0x6666:  # "ff" is invalid
         return None
     if length == TRACEPARENT_CHARS:
         return value
-    return value[:TRACEPARENT_CHARS] if data[TRACEPARENT_CHARS] == 0x2D else None
+    return value[:TRACEPARENT_CHARS] if chars[TRACEPARENT_CHARS] == 0x2D else None
 
 
 def valid_tracestate(value: object) -> str | None:
