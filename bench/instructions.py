@@ -26,9 +26,10 @@ level (to /dev/null; the default is warn: no line per call), `--metrics` builds 
 collector as `--metrics` does (the core counts either way): the count with observability on
 (docs/operations.md). The per-token limits (docs/configuration.md, Agent limits) are off
 unless `--limits` turns them on at their defaults; `--scope N` scopes the agent's token to N
-tool names, the called one among them (docs/protocol.md, Scoped agent tokens). `--trace`
-has the agent send a `traceparent` header and the app register `trace: true`: the count of
-a call carrying the agent's trace context to the app, the bridge not tracing itself;
+tool names, the called one among them (docs/protocol.md, Scoped agent tokens). `--trace
+agent` has the agent send a `traceparent` header to an app that did not ask for it; `--trace
+app` to an app that registered `trace: true`, so the count is that of a call carrying the
+agent's trace context to the app, the bridge not tracing itself;
 `--otel` has the bridge trace (a span per call, made and queued as `serve` does with the
 `otel` extra, exported nowhere).
 """
@@ -78,7 +79,7 @@ _METRICS_ENV = "CLIENTMCP_BENCH_METRICS"
 # `--scope N` and `--limits`, the same way.
 _SCOPE_ENV = "CLIENTMCP_BENCH_SCOPE"
 _LIMITS_ENV = "CLIENTMCP_BENCH_LIMITS"
-# `--trace`: the agent sends a traceparent and the app registers `trace: true`.
+# `--trace agent|app`: the agent sends a traceparent; with `app`, the app registers `trace: true`.
 _TRACE_ENV = "CLIENTMCP_BENCH_TRACE"
 # `--otel`: the bridge traces, a span per call (clientmcp_fast/otel.py).
 _OTEL_ENV = "CLIENTMCP_BENCH_OTEL"
@@ -152,7 +153,7 @@ def connected_app(
     link = WebSocketProtocol(server, app_transport)  # type: ignore[arg-type]
     channel = AppChannel(server.bridge, link, loop.time())
     link.start(channel, mint(SECRET, "client", "bench", 3600, now), b"")
-    register = TRACED_REGISTER if os.environ.get(_TRACE_ENV) else REGISTER
+    register = TRACED_REGISTER if os.environ.get(_TRACE_ENV) == "app" else REGISTER
     channel.receive_data(client_text(register), loop.time())
     return app_transport, link, channel
 
@@ -576,8 +577,8 @@ def main() -> None:
         "--limits", action="store_true", help="the per-token limits on at their defaults (else off)"
     )
     parser.add_argument(
-        "--trace", action="store_true",
-        help="the agent sends a traceparent header, the app registered trace: true (docs/protocol.md)",
+        "--trace", choices=("app", "agent"),
+        help="the agent sends a traceparent header; `app`: the app registered trace: true (docs/protocol.md)",
     )  # fmt: skip
     parser.add_argument(
         "--otel", action="store_true",
@@ -587,7 +588,7 @@ def main() -> None:
     if flags.otel:
         os.environ[_OTEL_ENV] = "1"
     if flags.trace:
-        os.environ[_TRACE_ENV] = "1"
+        os.environ[_TRACE_ENV] = flags.trace
     if flags.scope:
         os.environ[_SCOPE_ENV] = str(flags.scope)
     if flags.limits:

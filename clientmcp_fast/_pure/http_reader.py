@@ -51,6 +51,8 @@ KNOWN_NAMES = (
     b"sec-websocket-key",
     b"sec-websocket-protocol",
     b"sec-websocket-version",
+    b"traceparent",
+    b"tracestate",
     b"transfer-encoding",
     b"upgrade",
     b"user-agent",

@@ -9,6 +9,7 @@ from msgspec import UNSET
 from clientmcp_fast.core.agent_context import Context, tool_error
 from clientmcp_fast.core.agent_eras import MODERN_LIST_TAIL
 from clientmcp_fast.core.counters import REFUSED_CONCURRENCY, REFUSED_SCOPE
+from clientmcp_fast.core.http import TRACEPARENT, TRACESTATE
 from clientmcp_fast.core.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, Meta, Params, valid_id
 from clientmcp_fast.core.outcomes import Outcome
 from clientmcp_fast.core.param_headers import param_header_problem
@@ -144,17 +145,16 @@ def _take_trace(context: Context, meta: object) -> None:
     if type(meta) is Meta and meta.traceparent is not UNSET:
         _check_trace(context, meta.traceparent, meta.tracestate)
         return
-    others = context.exchange.request.others
-    if others is None or b"traceparent" not in others:
-        return
-    if b"traceparent" in context.exchange.request.repeated:
-        return  # two traceparent headers: which one is meant cannot be told, so neither is taken
-    # Several tracestate headers arrive joined by commas, as §3.3.1 says they combine; the
-    # reader took the whitespace around each value off.
-    tracestate = others.get(b"tracestate")
+    request = context.exchange.request
+    traceparent = request.header(TRACEPARENT)
+    if traceparent is None or b"traceparent" in request.repeated:
+        return  # none, or two: which one is meant cannot be told, so neither is taken
+    # Several tracestate headers arrive joined by commas, as §3.3.1 says they combine (their
+    # members' whitespace is the tracestate check's to take off; a value's, the strip's).
+    tracestate = request.header(TRACESTATE)
     _check_trace(
         context,
-        others[b"traceparent"].decode("latin-1"),
+        traceparent.strip(b" \t").decode("latin-1"),
         None if tracestate is None else tracestate.decode("latin-1"),
     )
 
@@ -163,7 +163,8 @@ def _check_trace(context: Context, traceparent: object, tracestate: object) -> N
     traceparent = valid_traceparent(traceparent)
     if traceparent is not None:
         context.traceparent = traceparent
-        context.tracestate = valid_tracestate(tracestate)
+        if tracestate is not None:
+            context.tracestate = valid_tracestate(tracestate)
 
 
 def _refused(bridge: Bridge, context: Context, name: str, modern: bool, outcome: Outcome) -> None:

@@ -57,6 +57,8 @@ MCP_NAME = KNOWN_INDEX[b"mcp-name"]
 MCP_PROTOCOL_VERSION = KNOWN_INDEX[b"mcp-protocol-version"]
 MCP_SESSION_ID = KNOWN_INDEX[b"mcp-session-id"]
 ORIGIN = KNOWN_INDEX[b"origin"]
+TRACEPARENT = KNOWN_INDEX[b"traceparent"]  # W3C Trace Context (docs/protocol.md, Trace context)
+TRACESTATE = KNOWN_INDEX[b"tracestate"]
 
 
 class Request:

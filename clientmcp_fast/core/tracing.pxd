@@ -5,8 +5,14 @@
 cimport cython
 
 
-@cython.locals(length=Py_ssize_t, data=bytes, chars=cython.p_uchar, index=Py_ssize_t, byte=cython.uchar, trace_id=bint, parent_id=bint, version=int)
+cdef Py_ssize_t TRACEPARENT_CHARS, MAX_TRACEPARENT_CHARS
+
+@cython.locals(length=Py_ssize_t, data=bytes, chars=cython.p_uchar, version=int)
 cpdef valid_traceparent(value)
+@cython.locals(index=Py_ssize_t, byte=cython.uchar)
+cdef bint _hex(const unsigned char* chars, Py_ssize_t start, Py_ssize_t end) noexcept
+@cython.locals(index=Py_ssize_t)
+cdef bint _zeros(const unsigned char* chars, Py_ssize_t start, Py_ssize_t end) noexcept
 
 
 cdef class CallTracing:

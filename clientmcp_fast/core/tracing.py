@@ -1,5 +1,3 @@
-# cython: boundscheck=False, wraparound=False
-# (compiled: valid_traceparent indexes only the first 55 bytes of a value checked to have them)
 """Trace context for calls (docs/protocol.md, Trace context): W3C values checked, and the tracer port.
 
 The agent's `traceparent` and `tracestate` reach an app that registered `trace: true`
@@ -39,24 +37,17 @@ def valid_traceparent(value: object) -> str | None:
     length = len(value)
     if length < TRACEPARENT_CHARS or length > MAX_TRACEPARENT_CHARS or not value.isascii():
         return None
-    # One pass over the first 55 bytes (compiled, a C loop over the bytes): dashes at 2, 35
-    # and 52, lowercase hex elsewhere, and neither id all zeros.
+    # The first 55 bytes (compiled, C loops over the bytes): dashes at 2, 35 and 52, lowercase
+    # hex between them, and neither id all zeros.
     data = value.encode("ascii")
     chars = data  # compiled, a C pointer to the bytes: no object is made per byte
-    trace_id = parent_id = False
-    for index in range(TRACEPARENT_CHARS):
-        byte = chars[index]
-        if index == 2 or index == 35 or index == 52:
-            if byte != 0x2D:  # "-"
-                return None
-        elif not (0x30 <= byte <= 0x39 or 0x61 <= byte <= 0x66):  # 0-9, a-f
-            return None
-        elif byte != 0x30:  # "0"
-            if 3 <= index < 35:
-                trace_id = True
-            elif 36 <= index < 52:
-                parent_id = True
-    if not (trace_id and parent_id):
+    if chars[2] != 0x2D or chars[35] != 0x2D or chars[52] != 0x2D:  # "-"
+        return None
+    if not (_hex(chars, 0, 2) and _hex(chars, 53, 55)):
+        return None
+    if not (_hex(chars, 3, 35) and _hex(chars, 36, 52)):
+        return None
+    if _zeros(chars, 3, 35) or _zeros(chars, 36, 52):
         return None
     version = chars[0] << 8 | chars[1]
     if version == 0x3030:  # "00"
@@ -66,6 +57,23 @@ def valid_traceparent(value: object) -> str | None:
     if length == TRACEPARENT_CHARS:
         return value
     return value[:TRACEPARENT_CHARS] if chars[TRACEPARENT_CHARS] == 0x2D else None
+
+
+def _hex(chars: bytes, start: int, end: int) -> bool:
+    """Whether the bytes from `start` to `end` are all lowercase hex digits."""
+    for index in range(start, end):
+        byte = chars[index]
+        if not (0x30 <= byte <= 0x39 or 0x61 <= byte <= 0x66):  # 0-9, a-f
+            return False
+    return True
+
+
+def _zeros(chars: bytes, start: int, end: int) -> bool:
+    """Whether the bytes from `start` to `end` are all `0`: an id W3C calls invalid."""
+    for index in range(start, end):
+        if chars[index] != 0x30:
+            return False
+    return True
 
 
 def valid_tracestate(value: object) -> str | None:

@@ -16,7 +16,16 @@ from typing import Any
 
 import pytest
 import websockets
-from agents import WAIT, http_client, legacy_body, legacy_headers, legacy_session, modern_body, modern_headers
+from agents import (
+    WAIT,
+    RawHttp,
+    http_client,
+    legacy_body,
+    legacy_headers,
+    legacy_session,
+    modern_body,
+    modern_headers,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -97,6 +106,19 @@ async def test_headers_carry_it_in_the_legacy_era(bridge):
         response = await http.post(bridge.mcp_url, json=body, headers=headers)
         assert response.json()["result"]["content"][0]["text"] == "done"
     assert trace_of(calls[0]) == {"traceparent": PARENT, "tracestate": "rojo=1,congo=2"}
+
+
+async def test_whitespace_around_a_header_value_is_not_part_of_it(bridge):
+    """RFC 9110 §5.5: a field value's leading and trailing whitespace is the header's, not the value's."""
+    async with recording_app(bridge, "x") as calls:
+        with await RawHttp.open(bridge) as raw:  # httpx would refuse to send the spaces
+            body = modern_body("tools/call", 1, {"name": "work", "arguments": {}})
+            headers = modern_headers(
+                bridge, "x", "tools/call", "work", traceparent=f"  {PARENT} \t", tracestate=" a=1 "
+            )
+            raw.send("POST", "/mcp", headers, body)
+            assert (await raw.head()).status == 200
+    assert trace_of(calls[0]) == {"traceparent": PARENT, "tracestate": "a=1"}
 
 
 async def test_meta_wins_over_the_headers(bridge):
