@@ -50,7 +50,9 @@ def test_the_cluster_compose_file_names_the_instances_its_nginx_site_balances():
     site = (ROOT / "deploy" / "nginx-cluster.conf").read_text()
     upstream = re.findall(r"^    server (\S+):8080;$", site, re.M)
     services = re.findall(r"^  (clientmcp-\d+): \*clientmcp$", compose, re.M)
-    assert upstream == services == ["clientmcp-1", "clientmcp-2", "clientmcp-3"]
+    # Twice: every request round robin, and a browser's consent page always to one instance.
+    assert upstream == services * 2 and services == ["clientmcp-1", "clientmcp-2", "clientmcp-3"]
+    assert "location = /oauth/authorize {\n        proxy_pass http://clientmcp_consent;" in site
     assert "./nginx-cluster.conf:/etc/nginx/conf.d/default.conf:ro" in compose
     assert "./nats.conf:/etc/nats/nats.conf:ro" in compose
     assert "CLIENTMCP_NATS: nats://clientmcp:${CLIENTMCP_NATS_PASSWORD" in compose
