@@ -169,7 +169,7 @@ OAUTH_MODES = ("off", "on")
 
 
 def _oauth_mode(text: str) -> bool:
-    """`on` or `off` (docs/oauth.md): whether the bridge is also an OAuth 2.1 authorization server."""
+    """`on` or `off`, in any case (docs/oauth.md): --oauth, and --oauth-client-documents within it."""
     mode = text.strip().lower()
     if mode not in OAUTH_MODES:
         raise ValueError(f"{text!r} is not one of {', '.join(OAUTH_MODES)}")
@@ -306,6 +306,13 @@ OPTIONS = (
         "settings",
     ),
     Option(
+        "oauth-client-documents",
+        _oauth_mode,
+        "on (default) or off: with --oauth on, a client may be known by the https:// URL of its "
+        "metadata document, which the bridge then fetches (docs/oauth.md); off: clients register",
+        "settings",
+    ),
+    Option(
         "public-url",
         parse_public_url,
         "the origin agents reach the bridge at, such as https://bridge.example: OAuth's issuer and "
@@ -409,6 +416,9 @@ class Settings:
     # the origin agents reach (`https://bridge.example`), in its one spelling (parse_public_url).
     oauth: bool = False
     public_url: str | None = None
+    # With OAuth on: whether a client may be known by its metadata document's URL, which the
+    # bridge fetches (docs/oauth.md, Decisions); off, every client registers.
+    oauth_client_documents: bool = True
     limits: Limits = field(default_factory=Limits)
 
 

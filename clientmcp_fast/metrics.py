@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import (
@@ -214,24 +214,35 @@ def _oauth(oauth: OAuthEndpoints) -> Iterator[object]:
     )
     remembered = GaugeMetricFamily(
         "clientmcp_oauth_remembered",
-        "Used codes and refresh tokens, ended grants, and requests waiting for consent, this process remembers",
+        "Used codes and refresh tokens, ended grants, requests waiting for consent and client metadata documents, "
+        "this process remembers",
         labels=["kind"],
     )
     forgotten = CounterMetricFamily(
         "clientmcp_oauth_forgotten",
-        "Of those, entries dropped for the bound before they expired (a replay of them is not caught)",
+        "Of those, entries dropped for the bound before they expired (a replay of a credential is then not caught)",
         labels=["kind"],
     )
-    for kind, used in (
+    memories: list[tuple[str, Any]] = [
         ("codes", server.used_codes),
         ("refresh_tokens", server.used_refresh_tokens),
         ("ended_grants", server.revoked_grants),
         ("consents", oauth.server.bridge.consents),
-    ):
+    ]
+    documents = oauth.documents
+    if documents is not None:
+        memories.append(("client_documents", documents))
+    for kind, used in memories:
         remembered.add_metric([kind], len(used))
         forgotten.add_metric([kind], used.forgotten)
     yield remembered
     yield forgotten
+    if documents is not None:
+        yield _counter(
+            "clientmcp_oauth_client_document_fetches",
+            "Client ID metadata documents fetched: the requests this process made to a URL a client named",
+            documents.fetches,
+        )
     answers = CounterMetricFamily(
         "clientmcp_oauth_consents",
         "Apps' answers to consent requests, counted where the app is connected, by answer (allow, deny)",

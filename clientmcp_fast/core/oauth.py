@@ -12,6 +12,10 @@ takes any of them for an access token (its roles are `client` and `agent` only):
 - the access token is an agent token (role `agent`, `sub` the app's client ID, `aud` the
   resource, `gen`, at most 1 h): what `/mcp` and `/apps/<id>/mcp` verify.
 
+A client may instead be known by a URL (draft-ietf-oauth-client-id-metadata-document): its
+client_id is `https://host/path`, where its metadata document is. The rules of that URL and
+of the document are here; fetching it is net/client_documents.py's.
+
 What a process remembers is the codes and refresh tokens already used (`UsedOnce`), bounded,
 until they expire: docs/oauth.md, Decisions, says what that guards and what it cannot.
 Sans-I/O: the time (`now`, Unix seconds) and the randomness (`random(n)`, n bytes) come in.
@@ -22,6 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 import math
 import re
 import unicodedata
@@ -62,6 +67,16 @@ MAX_FORM_FIELDS = 32
 MAX_STATE_LENGTH = 1024
 MAX_SCOPE_LENGTH = 1024
 
+# Client ID metadata documents (docs/oauth.md, Decisions). A document holds what a registration
+# does, within the same bound; it travels in no token, so it may list more redirect URIs.
+MAX_CLIENT_ID_URL_LENGTH = 512
+MAX_DOCUMENT_BYTES = MAX_REGISTRATION_BYTES
+MAX_DOCUMENT_REDIRECT_URIS = 16
+# How long a fetched document is kept: its max-age (RFC 9111 §5.2.2.1), at most an hour, so
+# that a changed or withdrawn document is read again within it; without one, 5 minutes.
+DOCUMENT_SECONDS = 300
+MAX_DOCUMENT_SECONDS = 3600
+
 # The errors of RFC 6749 §4.1.2.1 and §5.2, RFC 7591 §3.2.2 and RFC 8707 §2.
 INVALID_REQUEST = "invalid_request"
 INVALID_CLIENT = "invalid_client"
@@ -74,6 +89,7 @@ ACCESS_DENIED = "access_denied"
 INVALID_TARGET = "invalid_target"
 INVALID_REDIRECT_URI = "invalid_redirect_uri"
 INVALID_CLIENT_METADATA = "invalid_client_metadata"
+TEMPORARILY_UNAVAILABLE = "temporarily_unavailable"
 ERRORS = (
     INVALID_REQUEST,
     INVALID_CLIENT,
@@ -86,6 +102,7 @@ ERRORS = (
     INVALID_TARGET,
     INVALID_REDIRECT_URI,
     INVALID_CLIENT_METADATA,
+    TEMPORARILY_UNAVAILABLE,
 )
 
 _encode_json = msgspec.json.Encoder().encode
@@ -104,6 +121,11 @@ _REFUSED_SCHEMES = frozenset(("javascript", "data", "vbscript", "file", "blob", 
 # Loopback IP literals, where any port is the same redirect URI (RFC 8252 §7.3).
 _LOOPBACK_IPS = ("127.0.0.1", "[::1]")
 _LOOPBACK_HOSTS = ("localhost", *_LOOPBACK_IPS)
+# The characters RFC 3986 §2 allows in a URI: a client ID URL holds no other (no backslash,
+# which browsers read as a slash).
+_URL_CHARACTERS = re.compile(r"[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+")
+# Path segments that are `.` or `..`, spelled out or percent-encoded (RFC 3986 §2.3, §5.2.4).
+_DOT_SEGMENTS = frozenset((".", "..", "%2e", ".%2e", "%2e.", "%2e%2e"))
 # RFC 6749 §5.2: error_description is %x20-21 / %x23-5B / %x5D-7E: no quote, no backslash.
 _NOT_DESCRIPTION = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 
@@ -198,15 +220,22 @@ def _shown(name: str) -> str:
 
 
 class Client:
-    """A registered client, as its client ID carries it (RFC 7591)."""
+    """A client: registered, as its client ID carries it (RFC 7591), or known by its metadata document's URL.
 
-    __slots__ = ("client_id", "key", "redirect_uris", "name")
+    `site` is where a client known by a URL publishes its document (`https://host[:port]`),
+    which the consent page shows; None for a registered client.
+    """
 
-    def __init__(self, client_id: str, redirect_uris: tuple[str, ...], name: str | None) -> None:
+    __slots__ = ("client_id", "key", "redirect_uris", "name", "site")
+
+    def __init__(
+        self, client_id: str, redirect_uris: tuple[str, ...], name: str | None, site: str | None = None
+    ) -> None:
         self.client_id = client_id
         self.key = client_key(client_id)
         self.redirect_uris = redirect_uris
         self.name = name
+        self.site = site
 
     def redirect_for(self, given: str) -> str | None:
         """The registered redirect URI that `given` is, or None (OAuth 2.1 §2.3.1: an exact match).
@@ -328,6 +357,170 @@ def client_name_problem(name: object) -> str | None:
     return None
 
 
+def _metadata_problem(metadata: dict, max_redirect_uris: int) -> tuple[str, str] | None:
+    """What makes a registration's or a document's metadata unusable, as (RFC 7591 error, problem), or None.
+
+    The redirect URIs (1 to `max_redirect_uris`, each as `redirect_uri_problem` allows), the
+    name, and grant and response types that the authorization code grant can serve.
+    """
+    uris = metadata.get("redirect_uris")
+    if type(uris) is not list or not 1 <= len(uris) <= max_redirect_uris:
+        return INVALID_REDIRECT_URI, f"redirect_uris must be an array of 1-{max_redirect_uris} redirect URIs"
+    for uri in uris:
+        problem = redirect_uri_problem(uri)
+        if problem is not None:
+            return INVALID_REDIRECT_URI, problem
+    name = metadata.get("client_name")
+    if name is not None:
+        problem = client_name_problem(name)
+        if problem is not None:
+            return INVALID_CLIENT_METADATA, problem
+    grant_types = metadata.get("grant_types", ["authorization_code"])
+    if (
+        type(grant_types) is not list
+        or "authorization_code" not in grant_types
+        or not set(grant_types) <= {"authorization_code", "refresh_token"}
+    ):
+        return (
+            INVALID_CLIENT_METADATA,
+            "grant_types must include authorization_code and may add refresh_token, nothing else",
+        )
+    response_types = metadata.get("response_types", ["code"])
+    if type(response_types) is not list or set(response_types) != {"code"}:
+        return INVALID_CLIENT_METADATA, "response_types must be [code]"
+    return None
+
+
+# -- client ID metadata documents (draft-ietf-oauth-client-id-metadata-document) --------------
+
+
+def is_client_id_url(client_id: str) -> bool:
+    """Whether `client_id` is meant as a URL: it holds a colon, which no client ID this bridge issues does."""
+    return ":" in client_id
+
+
+def client_id_url_problem(url: str) -> str | None:
+    """Why `url` cannot name a client's metadata document, or None when it can (the draft's "Client Identifier URL").
+
+    `https://`, a host and a path other than `/`; no user name, no fragment, no `.` or `..`
+    segment; only the characters of a URI. It is compared byte for byte, never normalised.
+    """
+    if len(url) > MAX_CLIENT_ID_URL_LENGTH:
+        return f"it is longer than {MAX_CLIENT_ID_URL_LENGTH} characters"
+    if _URL_CHARACTERS.fullmatch(url) is None:
+        return "it holds a space, a backslash, a control or a non-ASCII character"
+    if not url.startswith("https://"):
+        return "it does not start with https://"
+    if "#" in url:
+        return "it has a fragment"
+    rest = url[8:]
+    end = _authority_end(rest)
+    if "@" in rest[:end]:
+        return "it holds a user name"
+    host = _host_of(rest)
+    port = rest[:end][len(host) + 1 :] if host is not None else ""
+    if host is None or (port and not 1 <= int(port) <= 65535) or not _ip_literal_is_valid(host):
+        return "its host is not a DNS name or an IP literal, or its port is not one from 1 to 65535"
+    path = rest[end:].partition("?")[0]
+    if path in ("", "/"):
+        return "it has no path: a document is at https://host/path"
+    if any(segment.lower() in _DOT_SEGMENTS for segment in path.split("/")):
+        return "it has a . or .. path segment"
+    return None
+
+
+def _ip_literal_is_valid(host: str) -> bool:
+    """Whether `host` is no IPv6 literal (`[...]`), or one that holds an IPv6 address."""
+    if not host.startswith("["):
+        return True
+    try:
+        ipaddress.IPv6Address(host[1:-1])
+    except ValueError:
+        return False
+    return True
+
+
+def client_id_url_parts(url: str) -> tuple[str, int, str, str]:
+    """(host, port, authority, target) of a valid client ID URL: what to resolve and dial, Host, and what to GET.
+
+    The host is lower-cased, an IPv6 literal without its brackets; the authority is the URL's,
+    for the Host header; the target is the path and the query.
+    """
+    rest = url[8:]
+    end = _authority_end(rest)
+    authority = rest[:end]
+    host = _host_of(rest) or ""
+    port = authority[len(host) + 1 :]
+    if host.startswith("["):
+        host = host[1:-1]
+    return host.lower(), int(port) if port else 443, authority, rest[end:]
+
+
+def document_client(url: str, body: bytes) -> Client:
+    """The client the metadata document `body`, fetched from `url`, describes; raises OAuthError(invalid_client).
+
+    A JSON object whose `client_id` is `url` byte for byte, with redirect URIs as a
+    registration's, and no secret: a document cannot keep one, so the client is public
+    (`token_endpoint_auth_method` none, or absent). Its other members are not read, and no
+    URL in it is ever fetched.
+    """
+
+    def refused(problem: str) -> OAuthError:
+        return OAuthError(INVALID_CLIENT, f"the client's metadata document: {problem}")
+
+    if len(body) > MAX_DOCUMENT_BYTES:
+        raise refused(f"it is larger than {MAX_DOCUMENT_BYTES} bytes")
+    try:
+        metadata = _decode_json(body)
+    except msgspec.DecodeError:
+        raise refused("it is not JSON") from None
+    if type(metadata) is not dict:
+        raise refused("it is not a JSON object")
+    if "client_id" not in metadata:
+        raise refused("it has no client_id")
+    if metadata["client_id"] != url:
+        raise refused("its client_id is not its URL, byte for byte")
+    if "client_secret" in metadata or "client_secret_expires_at" in metadata:
+        raise refused("it holds a client_secret, which no document may")
+    if metadata.get("token_endpoint_auth_method", "none") != "none":
+        raise refused("token_endpoint_auth_method must be none: this bridge takes public clients only")
+    problem = _metadata_problem(metadata, MAX_DOCUMENT_REDIRECT_URIS)
+    if problem is not None:
+        raise refused(problem[1])
+    uris = tuple(dict.fromkeys(metadata["redirect_uris"]))
+    return Client(url, uris, metadata.get("client_name"), redirect_origin(url))
+
+
+def document_lifetime(cache_control: str | None, age: str | None = None) -> float:
+    """How many seconds a fetched document may be kept, from its answer's Cache-Control and Age (RFC 9111).
+
+    `max-age` less the `Age`, at most an hour; 5 minutes when there is no `max-age`; 0 (read
+    again each time) with `no-store` or `no-cache`, or a `max-age` that is not one number
+    (RFC 9111 §4.2.1: then the answer is stale).
+    """
+    max_age: float | None = None
+    seen = False
+    for directive in (cache_control or "").split(","):
+        name, equals, value = directive.strip().partition("=")
+        name = name.strip().lower()
+        if name in ("no-store", "no-cache"):
+            return 0.0
+        if name == "max-age":
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+            if seen or not equals or not value.isdigit() or not value.isascii():
+                max_age = 0.0
+            else:
+                max_age = float(value)
+            seen = True
+    if max_age is None:
+        return float(DOCUMENT_SECONDS)
+    if age is not None and age.strip().isdigit() and age.strip().isascii():
+        max_age -= int(age.strip())
+    return max(0.0, min(max_age, float(MAX_DOCUMENT_SECONDS)))
+
+
 def _with_parameters(uri: str, parameters: Sequence[tuple[str, str]]) -> str:
     """`uri` with `parameters` added to its query (RFC 6749 §4.1.2, application/x-www-form-urlencoded)."""
     return uri + ("&" if "?" in uri else "?") + urlencode(parameters)
@@ -350,6 +543,7 @@ class AuthorizeRequest:
         "resource",
         "app_id",
         "scope",
+        "client_site",
     )
 
     def __init__(
@@ -364,8 +558,10 @@ class AuthorizeRequest:
         app_id: str,
         scope: str | None,
         request_id: str = "",
+        client_site: str | None = None,
     ) -> None:
         self.id = request_id
+        self.client_site = client_site  # a client known by its document's URL: where it publishes it
         self.client_key = client_key
         self.client_name = client_name
         self.redirect_uri = redirect_uri
@@ -447,6 +643,8 @@ class AuthorizationServer:
     `public_url` is the issuer (an origin, config.parse_public_url); `secrets` verify,
     `signing_secret` signs, as for every token of the bridge; `random(n)` gives n random
     bytes. The memories of used codes and refresh tokens are this process's.
+    `client_documents`: whether a client may be known by the URL of its metadata document,
+    which the metadata then says (the I/O side reads the documents).
     """
 
     def __init__(
@@ -459,8 +657,10 @@ class AuthorizationServer:
         max_used_codes: int = 10_000,
         max_used_refresh_tokens: int = 50_000,
         max_revoked_grants: int = 10_000,
+        client_documents: bool = False,
     ) -> None:
         self.issuer = public_url
+        self.client_documents = client_documents
         self.authorization_endpoint = public_url + "/oauth/authorize"
         self.token_endpoint = public_url + "/oauth/token"
         self.registration_endpoint = public_url + "/oauth/register"
@@ -473,20 +673,22 @@ class AuthorizationServer:
         # grant is refused here (RFC 6749 §4.1.2, OAuth 2.1 §4.3.1).
         self.revoked_grants = UsedOnce(max_revoked_grants)
         self.tokens_issued = {"authorization_code": 0, "refresh_token": 0}  # token responses, by grant type
-        self.metadata = _encode_json(
-            {
-                "issuer": public_url,
-                "authorization_endpoint": self.authorization_endpoint,
-                "token_endpoint": self.token_endpoint,
-                "registration_endpoint": self.registration_endpoint,
-                "response_types_supported": ["code"],
-                "response_modes_supported": ["query"],
-                "grant_types_supported": ["authorization_code", "refresh_token"],
-                "token_endpoint_auth_methods_supported": ["none"],
-                "code_challenge_methods_supported": ["S256"],
-                "authorization_response_iss_parameter_supported": True,
-            }
-        )
+        metadata: dict[str, object] = {
+            "issuer": public_url,
+            "authorization_endpoint": self.authorization_endpoint,
+            "token_endpoint": self.token_endpoint,
+            "registration_endpoint": self.registration_endpoint,
+            "response_types_supported": ["code"],
+            "response_modes_supported": ["query"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "token_endpoint_auth_methods_supported": ["none"],
+            "code_challenge_methods_supported": ["S256"],
+            "authorization_response_iss_parameter_supported": True,
+        }
+        if client_documents:
+            # The draft's "Authorization Server Metadata": hosts that can then use their URL rather than register.
+            metadata["client_id_metadata_document_supported"] = True
+        self.metadata = _encode_json(metadata)
 
     def _new_id(self) -> str:
         return _b64(self._random(16))
@@ -553,33 +755,10 @@ class AuthorizationServer:
             raise OAuthError(INVALID_CLIENT_METADATA, "the registration is not JSON") from None
         if type(metadata) is not dict:
             raise OAuthError(INVALID_CLIENT_METADATA, "the registration is not a JSON object")
-        uris = metadata.get("redirect_uris")
-        if type(uris) is not list or not 1 <= len(uris) <= MAX_REDIRECT_URIS:
-            raise OAuthError(
-                INVALID_REDIRECT_URI, f"redirect_uris must be an array of 1-{MAX_REDIRECT_URIS} redirect URIs"
-            )
-        for uri in uris:
-            problem = redirect_uri_problem(uri)
-            if problem is not None:
-                raise OAuthError(INVALID_REDIRECT_URI, problem)
-        name = metadata.get("client_name")
-        if name is not None:
-            problem = client_name_problem(name)
-            if problem is not None:
-                raise OAuthError(INVALID_CLIENT_METADATA, problem)
-        grant_types = metadata.get("grant_types", ["authorization_code"])
-        if (
-            type(grant_types) is not list
-            or "authorization_code" not in grant_types
-            or not set(grant_types) <= {"authorization_code", "refresh_token"}
-        ):
-            raise OAuthError(
-                INVALID_CLIENT_METADATA,
-                "grant_types must include authorization_code and may add refresh_token, nothing else",
-            )
-        response_types = metadata.get("response_types", ["code"])
-        if type(response_types) is not list or set(response_types) != {"code"}:
-            raise OAuthError(INVALID_CLIENT_METADATA, "response_types must be [code]")
+        problem = _metadata_problem(metadata, MAX_REDIRECT_URIS)
+        if problem is not None:
+            raise OAuthError(*problem)
+        uris, name = metadata["redirect_uris"], metadata.get("client_name")
         claims: dict[str, object] = {
             "role": ROLE_OAUTH_CLIENT,
             "jti": self._new_id(),
@@ -601,10 +780,50 @@ class AuthorizationServer:
             registered["client_name"] = name
         return _encode_json(registered)
 
+    def document_url(self, client_id: str) -> str:
+        """`client_id`, a URL, as the URL of a metadata document to read; raises OAuthError(invalid_client).
+
+        Refused when this bridge reads no documents (`client_documents` off) or when the URL
+        breaks a rule of `client_id_url_problem`.
+        """
+        if not self.client_documents:
+            raise OAuthError(
+                INVALID_CLIENT,
+                "client_id is a URL, and this bridge reads no client ID metadata documents: register at "
+                "/oauth/register",
+            )
+        problem = client_id_url_problem(client_id)
+        if problem is not None:
+            raise OAuthError(
+                INVALID_CLIENT, f"client_id is not the URL of a client ID metadata document: {problem}"
+            )
+        return client_id
+
+    def document_to_read(self, query: bytes) -> str | None:
+        """The URL of the document an authorization request's client is read from, or None; raises AuthorizeRefusal.
+
+        None for a registered client. Every refusal here is for the person's eyes only: the
+        client is not known yet.
+        """
+        try:
+            client_id = parse_parameters(query, "query").get("client_id")
+            if client_id is None or not is_client_id_url(client_id):
+                return None
+            return self.document_url(client_id)
+        except OAuthError as error:
+            raise AuthorizeRefusal(error.error, error.description, None) from None
+
     def client(self, client_id: str | None) -> Client:
-        """The client a client ID names; raises OAuthError(invalid_client) unless this bridge issued it."""
+        """The client a client ID names; raises OAuthError(invalid_client) unless this bridge issued it.
+
+        A client ID metadata document's URL names its client as well, with no redirect URI:
+        they are read from the document, at the authorization request (`document_client`).
+        """
         if not client_id:
             raise OAuthError(INVALID_CLIENT, "client_id is missing: this bridge has public clients only")
+        if is_client_id_url(client_id):
+            url = self.document_url(client_id)
+            return Client(url, (), None, redirect_origin(url))
         if len(client_id) > MAX_CREDENTIAL_LENGTH:
             raise OAuthError(INVALID_CLIENT, "client_id is longer than any this bridge issues")
         try:
@@ -629,20 +848,30 @@ class AuthorizationServer:
 
     # -- authorization (RFC 6749 §4.1.1, RFC 7636, RFC 8707, RFC 9207) -------------------------
 
-    def authorize_request(self, query: bytes) -> AuthorizeRequest:
+    def authorize_request(self, query: bytes, document: Client | None = None) -> AuthorizeRequest:
         """The valid authorization request a query holds; raises AuthorizeRefusal.
 
         The client and its redirect URI are checked first: until both are good, a refusal
         is for the person's eyes only (`redirect` None); after, the client hears of it.
+        `document` is the client that `document_to_read` named, read from its document
+        (`document_client`); its redirect URIs are then matched as a registered client's.
         """
         try:
             parameters = parse_parameters(query, "query")
         except OAuthError as error:
             raise AuthorizeRefusal(error.error, error.description, None) from None
-        try:
-            client = self.client(parameters.get("client_id"))
-        except OAuthError as error:
-            raise AuthorizeRefusal(error.error, error.description, None) from None
+        client_id = parameters.get("client_id")
+        if document is not None:
+            if document.client_id != client_id:
+                raise ValueError("the document read is not the one of the request's client_id")
+            client = document
+        else:
+            try:
+                client = self.client(client_id)
+            except OAuthError as error:
+                raise AuthorizeRefusal(error.error, error.description, None) from None
+            if client.site is not None:
+                raise AuthorizeRefusal(INVALID_CLIENT, "the client's metadata document was not read", None)
         given = parameters.get("redirect_uri")
         if given is None:
             if len(client.redirect_uris) != 1:
@@ -710,6 +939,7 @@ class AuthorizationServer:
             self.resource_url(app_id),
             app_id,
             scope,
+            client_site=client.site,
         )
 
     def _refusal(
@@ -754,7 +984,12 @@ class AuthorizationServer:
             "aud": request.resource,
             "app": request.app_id,
         }
-        for name, value in (("name", request.client_name), ("st", request.state), ("scope", request.scope)):
+        for name, value in (
+            ("name", request.client_name),
+            ("st", request.state),
+            ("scope", request.scope),
+            ("site", request.client_site),
+        ):
             if value is not None:
                 claims[name] = value
         return sign_claims(self._signing, claims)
@@ -779,6 +1014,7 @@ class AuthorizationServer:
             claims["app"],
             claims.get("scope"),
             claims["jti"],
+            claims.get("site"),
         )
         if now >= claims["exp"]:
             description = "the authorization request expired: no answer within 10 minutes"

@@ -101,8 +101,12 @@ def _page(title: str, body: str) -> bytes:
     ).encode("utf-8")
 
 
-def _client_label(client_name: str | None) -> str:
-    return f"<b>{escape(client_name)}</b>" if client_name else "A client that gave no name"
+def _client_label(client_name: str | None, client_site: str | None) -> str:
+    label = f"<b>{escape(client_name)}</b>" if client_name else "A client that gave no name"
+    if client_site is not None:
+        # A client known by its document's URL: the host it publishes from, which no other can claim.
+        label += f", described at <b>{escape(client_site)}</b>,"
+    return label
 
 
 def consent_page(
@@ -114,17 +118,19 @@ def consent_page(
     request: str,
     csrf: str,
     problem: str | None = None,
+    client_site: str | None = None,
 ) -> bytes:
     """The consent page: names the client, where it returns and the app; one form, one text input `code`.
 
     `request` is the signed authorization request (core/oauth.py, `pending`) and `csrf` its
     CSRF token, both hidden; `problem` says what went wrong with the last code typed.
+    `client_site` is where a client known by its metadata document's URL publishes it.
     """
     app = escape(app_id)
     problem_line = f'<p class="problem">{escape(problem)}</p>\n' if problem else ""
     body = (
         f"<h1>Connect to {app}?</h1>\n"
-        f"<p>{_client_label(client_name)} asks to use the tools of <b>{app}</b>. "
+        f"<p>{_client_label(client_name, client_site)} asks to use the tools of <b>{app}</b>. "
         f"When it is done, this page returns to <b>{escape(redirect_origin)}</b>.</p>\n"
         f"<p><b>{app}</b> shows you a code of 8 characters with the same request. "
         "Type it here to allow; if you did not start this, or the names differ, close this page.</p>\n"

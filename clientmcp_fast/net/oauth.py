@@ -8,6 +8,7 @@ protocol hands over only the paths it does not serve itself (net/http.py, `_disp
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -32,9 +33,11 @@ from clientmcp_fast.core.jsonrpc import INVALID_REQUEST, NULL_ID
 from clientmcp_fast.core.memo import remember
 from clientmcp_fast.core.oauth import (
     ACCESS_DENIED,
+    TEMPORARILY_UNAVAILABLE,
     AuthorizationServer,
     AuthorizeRefusal,
     AuthorizeRequest,
+    Client,
     OAuthError,
     RequestExpired,
     parse_parameters,
@@ -50,6 +53,7 @@ from clientmcp_fast.core.oauth_pages import (
     page_headers,
 )
 from clientmcp_fast.core.tokens import CLIENT_ID_PATTERN, ROLE_AGENT, TokenError
+from clientmcp_fast.net.client_documents import ClientDocuments
 
 if TYPE_CHECKING:
     from clientmcp_fast.net.server import Server
@@ -117,9 +121,13 @@ class OAuthEndpoints:
         public_url = settings.public_url
         assert public_url is not None  # config.load refuses OAuth on without it
         self.server = server
+        documents = settings.oauth_client_documents
         self.authorization = AuthorizationServer(
-            public_url, settings.secrets, settings.signing_secret, os.urandom
+            public_url, settings.secrets, settings.signing_secret, os.urandom, client_documents=documents
         )
+        # Clients known by the URL of their metadata document (docs/oauth.md, Decisions).
+        self.documents: ClientDocuments | None = ClientDocuments(server.loop) if documents else None
+        self._reading: set[asyncio.Task[None]] = set()  # authorization requests waiting for a document
         self.secure = public_url.startswith("https://")
         self.refusals: dict[tuple[str, str], int] = {}  # by endpoint and error
         self.clients_registered = 0
@@ -252,15 +260,63 @@ class OAuthEndpoints:
             )
             return
         try:
-            pending = self.authorization.authorize_request(query)
+            url = self.authorization.document_to_read(query)
         except AuthorizeRefusal as refusal:
-            self.refused("authorize", refusal.error, refusal.description, now)
-            if refusal.redirect is None:
-                self._page(exchange, 400, "This request cannot go on", refusal.description)
-            else:
-                exchange.respond(302, [(b"location", refusal.redirect.encode("ascii")), *_NO_STORE], b"")
+            self._refuse_authorize(exchange, refusal, now)
+            return
+        document = None
+        if url is not None:
+            assert self.documents is not None  # document_to_read names none without them
+            document = self.documents.kept(url, self.server.loop.time())
+            if document is None:
+                self._read_document(exchange, query, url)
+                return
+        self._authorize_with(exchange, query, document, now)
+
+    def _authorize_with(self, exchange: Exchange, query: bytes, document: Client | None, now: float) -> None:
+        """Check the request, its client known (`document`: read from its metadata document), then ask for consent."""
+        try:
+            pending = self.authorization.authorize_request(query, document)
+        except AuthorizeRefusal as refusal:
+            self._refuse_authorize(exchange, refusal, now)
             return
         self._consent_page(exchange, pending, now)
+
+    def _refuse_authorize(self, exchange: Exchange, refusal: AuthorizeRefusal, now: float) -> None:
+        """A refused authorization request: shown to the person, or redirected to a client known to be good."""
+        self.refused("authorize", refusal.error, refusal.description, now)
+        if refusal.redirect is None:
+            self._page(exchange, 400, "This request cannot go on", refusal.description)
+        else:
+            exchange.respond(302, [(b"location", refusal.redirect.encode("ascii")), *_NO_STORE], b"")
+
+    def _read_document(self, exchange: Exchange, query: bytes, url: str) -> None:
+        """The request's client is known by a URL not read yet: its answer waits for the document, the loop never."""
+        documents = self.documents
+        assert documents is not None
+        loop = self.server.loop
+
+        async def read() -> None:
+            try:
+                client = await documents.client(url)
+            except OAuthError as error:
+                exchange.on_abandon = None
+                if error.error == TEMPORARILY_UNAVAILABLE:
+                    self.refused("authorize", error.error, error.description, loop.time())
+                    self._page(exchange, 503, "Try again in a moment", error.description)
+                else:
+                    self._refuse_authorize(
+                        exchange, AuthorizeRefusal(error.error, error.description, None), loop.time()
+                    )
+                return
+            exchange.on_abandon = None
+            self._authorize_with(exchange, query, client, loop.time())
+
+        task = loop.create_task(read())
+        self._reading.add(task)
+        task.add_done_callback(self._reading.discard)
+        # The browser went away: its request stops waiting; the fetch goes on for any other.
+        exchange.on_abandon = lambda now: task.cancel()
 
     def _consent_page(self, exchange: Exchange, request: AuthorizeRequest, now: float) -> None:
         """Ask the app and show the page: the app is sent `authorize` with the code the person types here."""
@@ -318,6 +374,7 @@ class OAuthEndpoints:
             request=signed,
             csrf=self.authorization.csrf_token(cookie, request.id),
             problem=problem,
+            client_site=request.client_site,
         )
         exchange.respond(status, headers, body)
 

@@ -896,3 +896,276 @@ def test_an_error_body_never_holds_a_quote_or_a_backslash():
 def test_a_csrf_token_is_an_hmac_under_the_signing_secret(server):
     expected = hmac.new(SECRET, b"csrf\0c\0r", hashlib.sha256).digest()
     assert server.csrf_token("c", "r") == base64.urlsafe_b64encode(expected).rstrip(b"=").decode()
+
+
+# -- draft-ietf-oauth-client-id-metadata-document: a client known by its document's URL -------------
+
+DOCUMENT_URL = "https://client.example/oauth/client.json"
+oauth_absent = object()  # a member left out of a document
+BAD_HOST = "its host is not a DNS name or an IP literal, or its port is not one from 1 to 65535"
+NOT_URL = "it holds a space, a backslash, a control or a non-ASCII character"
+PUBLIC = "token_endpoint_auth_method must be none: this bridge takes public clients only"
+URIS = "redirect_uris must be an array of 1-16 redirect URIs"
+
+
+def document_server(**options) -> AuthorizationServer:
+    return new_server(client_documents=True, **options)
+
+
+def document_body(url: str = DOCUMENT_URL, **change) -> bytes:
+    body = {"client_id": url, "client_name": "Document Host", "redirect_uris": [REDIRECT], **change}
+    return json.dumps({k: v for k, v in body.items() if v is not oauth_absent}).encode()
+
+
+def test_the_metadata_offers_documents_only_when_the_bridge_reads_them(server):
+    assert "client_id_metadata_document_supported" not in json.loads(server.metadata)
+    metadata = json.loads(document_server().metadata)
+    assert metadata["client_id_metadata_document_supported"] is True
+    assert metadata["registration_endpoint"] == f"{ISSUER}/oauth/register"  # hosts that cannot still register
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [("http://client.example/c.json", "it does not start with https://"),
+     ("HTTPS://client.example/c.json", "it does not start with https://"),
+     ("https:/client.example/c.json", "it does not start with https://"),
+     ("ftp://client.example/c.json", "it does not start with https://"),
+     ("https://client.example", "it has no path: a document is at https://host/path"),
+     ("https://client.example/", "it has no path: a document is at https://host/path"),
+     ("https://client.example?x=1", "it has no path: a document is at https://host/path"),
+     ("https://client.example/c.json#top", "it has a fragment"),
+     ("https://user@client.example/c.json", "it holds a user name"),
+     ("https://user:pw@client.example/c.json", "it holds a user name"),
+     ("https://client.example/a/../c.json", "it has a . or .. path segment"),
+     ("https://client.example/./c.json", "it has a . or .. path segment"),
+     ("https://client.example/a/%2E%2E/c.json", "it has a . or .. path segment"),
+     ("https://client.example/a/.%2e", "it has a . or .. path segment"),
+     ("https://client.example/c .json", NOT_URL), ("https://client.example\\@evil.example/c.json", NOT_URL),
+     ("https://clíent.example/c.json", NOT_URL), ("https://client.example/c.json\r\nX: y", NOT_URL),
+     ("https://client.example:0/c.json", BAD_HOST), ("https://client.example:65536/c.json", BAD_HOST),
+     ("https://client.example:/c.json", BAD_HOST),
+     ("https://client.example:x/c.json", BAD_HOST), ("https://cli_ent.example/c.json", BAD_HOST),
+     ("https:///c.json", BAD_HOST), ("https://[::1/c.json", BAD_HOST), ("https://[:::::]/c.json", BAD_HOST),
+     ("https://client.example/" + "a" * 512, "it is longer than 512 characters")],
+)  # fmt: skip
+def test_a_client_id_url_that_breaks_a_rule_of_the_draft_is_refused(url, why):
+    assert oauth.client_id_url_problem(url) == why
+    with pytest.raises(AuthorizeRefusal) as caught:
+        document_server().document_to_read(authorize_query(url))
+    assert caught.value.error == "invalid_client" and caught.value.redirect is None
+    assert caught.value.description == f"client_id is not the URL of a client ID metadata document: {why}"
+
+
+@pytest.mark.parametrize(
+    ("url", "parts"),
+    [(DOCUMENT_URL, ("client.example", 443, "client.example", "/oauth/client.json")),
+     ("https://Client.Example:8443/c?v=1", ("client.example", 8443, "Client.Example:8443", "/c?v=1")),
+     ("https://[2001:DB8::1]/c", ("2001:db8::1", 443, "[2001:DB8::1]", "/c")),
+     ("https://192.0.2.7:444/a/b;c", ("192.0.2.7", 444, "192.0.2.7:444", "/a/b;c"))],
+)  # fmt: skip
+def test_a_client_id_url_names_what_to_dial_what_host_to_name_and_what_to_get(url, parts):
+    assert oauth.client_id_url_problem(url) is None
+    assert oauth.client_id_url_parts(url) == parts
+
+
+def test_only_a_client_id_with_a_colon_is_a_url_and_no_issued_one_has_one(server, client_id):
+    assert ":" not in client_id and not oauth.is_client_id_url(client_id)
+    documents = document_server()
+    assert documents.document_to_read(authorize_query(client_id)) is None
+    assert documents.document_to_read(authorize_query(None)) is None
+    assert documents.document_to_read(authorize_query(DOCUMENT_URL)) == DOCUMENT_URL
+
+
+def test_a_url_client_id_is_refused_where_the_bridge_reads_no_documents(server):
+    with pytest.raises(AuthorizeRefusal) as caught:
+        server.document_to_read(authorize_query(DOCUMENT_URL))
+    assert (caught.value.error, caught.value.redirect) == ("invalid_client", None)
+    assert caught.value.description == (
+        "client_id is a URL, and this bridge reads no client ID metadata documents: register at /oauth/register"
+    )
+    assert page_refusal(server, authorize_query(DOCUMENT_URL)).error == "invalid_client"
+    code_refusal = refusal(server.client, DOCUMENT_URL)
+    assert code_refusal.error == "invalid_client"
+
+
+def test_a_document_describes_a_public_client_with_its_redirect_uris():
+    uris = [REDIRECT, "http://127.0.0.1/callback", "cursor://oauth/cb", REDIRECT]
+    client = oauth.document_client(
+        DOCUMENT_URL,
+        document_body(redirect_uris=uris, token_endpoint_auth_method="none", logo_uri="https://x/l.png",
+                      grant_types=["authorization_code", "refresh_token"], jwks_uri="http://10.0.0.1/keys"),
+    )  # fmt: skip
+    assert (client.client_id, client.name, client.site) == (
+        DOCUMENT_URL,
+        "Document Host",
+        "https://client.example",
+    )
+    assert client.redirect_uris == (REDIRECT, "http://127.0.0.1/callback", "cursor://oauth/cb")
+    assert client.key == oauth.client_key(DOCUMENT_URL)
+    # token_endpoint_auth_method left out: a document cannot keep a secret, so none; no name: none shown.
+    bare = oauth.document_client(DOCUMENT_URL, document_body(client_name=oauth_absent))
+    assert bare.name is None and bare.redirect_uris == (REDIRECT,)
+
+
+DOCUMENT = "the client's metadata document: "
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [(b"{" + b" " * oauth.MAX_DOCUMENT_BYTES + b"}", "it is larger than 16384 bytes"),
+     (b"<html>", "it is not JSON"), (b"", "it is not JSON"), (b'{"client_id": 1,}', "it is not JSON"),
+     (b"[]", "it is not a JSON object"), (b'"https://client.example/oauth/client.json"', "it is not a JSON object"),
+     (document_body(client_id=oauth_absent), "it has no client_id"),
+     (document_body(client_id=None), "its client_id is not its URL, byte for byte"),
+     (document_body(client_id=DOCUMENT_URL + "/"), "its client_id is not its URL, byte for byte"),
+     (document_body(client_id="https://Client.example/oauth/client.json"),
+      "its client_id is not its URL, byte for byte"),
+     (document_body(client_id="https://client.example:443/oauth/client.json"),
+      "its client_id is not its URL, byte for byte"),
+     (document_body(client_id="https://other.example/oauth/client.json"),
+      "its client_id is not its URL, byte for byte"),
+     (document_body(client_secret="s3cret"), "it holds a client_secret, which no document may"),
+     (document_body(client_secret_expires_at=0), "it holds a client_secret, which no document may"),
+     (document_body(token_endpoint_auth_method="client_secret_basic"),
+      PUBLIC),
+     (document_body(token_endpoint_auth_method="client_secret_post"), PUBLIC),
+     (document_body(token_endpoint_auth_method="private_key_jwt"), PUBLIC),
+     (document_body(token_endpoint_auth_method=None), PUBLIC),
+     (document_body(redirect_uris=oauth_absent), URIS),
+     (document_body(redirect_uris=[]), URIS), (document_body(redirect_uris=REDIRECT), URIS),
+     (document_body(redirect_uris=[f"https://host.example/{n}" for n in range(17)]), URIS),
+     (document_body(redirect_uris=["http://host.example/cb"]),
+      "an http:// redirect URI must be on loopback (127.0.0.1, [::1] or localhost): use https://"),
+     (document_body(redirect_uris=["javascript:alert(1)"]), "a redirect URI of the scheme javascript is refused"),
+     (document_body(redirect_uris=[REDIRECT + "#x"]), "a redirect URI has a fragment"),
+     (document_body(redirect_uris=["/relative"]), "a redirect URI is not an absolute URI with a scheme"),
+     (document_body(redirect_uris=[None]), "a redirect URI is not a non-empty string"),
+     (document_body(client_name="Ho\u202est"), "client_name holds a control, format or private-use character"),
+     (document_body(client_name=""), "client_name is not a non-empty string"),
+     (document_body(grant_types=["client_credentials"]),
+      "grant_types must include authorization_code and may add refresh_token, nothing else"),
+     (document_body(response_types=["token"]), "response_types must be [code]")],
+)  # fmt: skip
+def test_a_document_that_cannot_describe_a_client_is_refused(body, why):
+    error = refusal(oauth.document_client, DOCUMENT_URL, body)
+    assert (error.error, error.description) == ("invalid_client", DOCUMENT + why)
+
+
+def test_a_document_at_its_bound_is_taken():
+    body = document_body()
+    body = body[:-1] + b" " * (oauth.MAX_DOCUMENT_BYTES - len(body)) + b"}"
+    assert len(body) == oauth.MAX_DOCUMENT_BYTES == oauth.MAX_REGISTRATION_BYTES
+    assert oauth.document_client(DOCUMENT_URL, body).client_id == DOCUMENT_URL
+
+
+def document_query(**parameters) -> bytes:
+    return authorize_query(DOCUMENT_URL, **parameters)
+
+
+@pytest.fixture
+def documents() -> tuple[AuthorizationServer, oauth.Client]:
+    uris = [REDIRECT, "http://127.0.0.1:33418/cb", "https://host.example/other"]
+    return document_server(), oauth.document_client(DOCUMENT_URL, document_body(redirect_uris=uris))
+
+
+def test_a_request_of_a_client_known_by_its_document_is_bound_like_a_registered_ones(documents):
+    server, client = documents
+    request = server.authorize_request(document_query(), client)
+    assert (request.client_key, request.client_name, request.client_site) == (
+        client.key,
+        "Document Host",
+        "https://client.example",
+    )
+    assert (request.redirect_uri, request.resource, request.app_id) == (REDIRECT, RESOURCE, APP)
+    # A registered client has no site to show.
+    registered = new_server()
+    assert (
+        registered.authorize_request(authorize_query(register(registered)["client_id"])).client_site is None
+    )
+
+
+@pytest.mark.parametrize(
+    "redirect",
+    [REDIRECT + "/", "https://HOST.example/oauth/callback", "https://host.example:443/oauth/callback",
+     "https://client.example/oauth/callback", "https://attacker.example/oauth/callback", DOCUMENT_URL,
+     "http://127.0.0.1:33418/other"],
+)  # fmt: skip
+def test_a_redirect_uri_not_in_the_document_byte_for_byte_is_never_redirected_to(documents, redirect):
+    server, client = documents
+    with pytest.raises(AuthorizeRefusal) as caught:
+        server.authorize_request(document_query(redirect_uri=redirect), client)
+    assert (caught.value.error, caught.value.redirect) == ("invalid_request", None)
+    assert caught.value.description == "redirect_uri is not one the client registered, byte for byte"
+
+
+def test_a_documents_loopback_redirect_may_change_its_port_and_one_of_several_must_be_named(documents):
+    server, client = documents
+    given = "http://127.0.0.1:50999/cb"
+    assert server.authorize_request(document_query(redirect_uri=given), client).redirect_uri == given
+    with pytest.raises(AuthorizeRefusal) as caught:
+        server.authorize_request(document_query(redirect_uri=None), client)
+    assert caught.value.description == "redirect_uri is missing, and the client registered several"
+    only = oauth.document_client(DOCUMENT_URL, document_body())
+    assert server.authorize_request(document_query(redirect_uri=None), only).redirect_uri == REDIRECT
+
+
+def test_past_the_documents_redirect_uri_a_refusal_goes_to_the_client_with_iss(documents):
+    server, client = documents
+    with pytest.raises(AuthorizeRefusal) as caught:
+        server.authorize_request(document_query(code_challenge_method="plain"), client)
+    answer = parse_qs(urlsplit(caught.value.redirect).query)
+    assert caught.value.redirect.startswith(REDIRECT + "?")
+    assert (answer["error"], answer["state"], answer["iss"]) == (["invalid_request"], ["xyz-state"], [ISSUER])
+
+
+def test_a_url_client_is_not_authorized_without_its_document_nor_with_anothers(documents):
+    server, client = documents
+    refused = page_refusal(server, document_query())
+    assert (refused.error, refused.description) == (
+        "invalid_client",
+        "the client's metadata document was not read",
+    )
+    other = oauth.document_client("https://other.example/c", document_body("https://other.example/c"))
+    with pytest.raises(ValueError):
+        server.authorize_request(document_query(), other)
+
+
+def test_a_document_clients_request_carries_its_site_through_the_consent_page(documents):
+    server, client = documents
+    request = server.authorize_request(document_query(), client)
+    back = server.read_pending(server.pending(request, NOW), NOW + 1)
+    assert back.client_site == "https://client.example" and back.client_key == client.key
+
+
+def test_a_document_clients_code_is_exchanged_under_its_url_and_no_other(documents):
+    server, client = documents
+    request = server.authorize_request(document_query(), client)
+    code = server.issue_code(request, NOW, 0)
+    other_url = "https://client.example/oauth/other.json"
+    assert refusal(exchange, server, other_url, code).description == "the code was issued to another client"
+    assert refusal(exchange, server, DOCUMENT_URL + "/", code).error == "invalid_grant"
+    tokens = exchange(server, DOCUMENT_URL, code)
+    assert claims_of(tokens["access_token"])["aud"] == RESOURCE
+    again = refresh(server, DOCUMENT_URL, tokens["refresh_token"])
+    assert set(again) >= {"access_token", "refresh_token"}
+    malformed = refusal(refresh, server, "https://client.example/", again["refresh_token"])
+    assert malformed.error == "invalid_client" and "it has no path" in malformed.description
+    # Where the bridge reads no documents, a URL is no client at all.
+    off = new_server()
+    assert refusal(exchange, off, DOCUMENT_URL, code).error == "invalid_client"
+
+
+@pytest.mark.parametrize(
+    ("cache_control", "age", "seconds"),
+    [(None, None, 300), ("", None, 300), ("public", None, 300), ("max-age=120", None, 120),
+     ("public, max-age=120", None, 120), ("MAX-AGE=120", None, 120), ('max-age="60"', None, 60),
+     ("max-age=86400", None, 3600), ("max-age=600", "100", 500), ("max-age=600", "700", 0),
+     ("max-age=600", "x", 600), ("max-age=0", None, 0), ("no-store", None, 0), ("max-age=60, no-cache", None, 0),
+     ("No-Store", None, 0), ("max-age=-1", None, 0), ("max-age=1.5", None, 0), ("max-age", None, 0),
+     ("max-age=", None, 0), ("max-age=60, max-age=120", None, 0), ("max-age=١٢٠", None, 0),
+     ("s-maxage=60", None, 300)],
+)  # fmt: skip
+def test_a_document_is_kept_as_long_as_its_cache_control_says_an_hour_at_most(cache_control, age, seconds):
+    """RFC 9111 §5.2.2.1 max-age, less the Age (§4.2.3); no-store and no-cache keep nothing; an hour at most."""
+    assert oauth.document_lifetime(cache_control, age) == seconds
+    assert (oauth.DOCUMENT_SECONDS, oauth.MAX_DOCUMENT_SECONDS) == (300, 3600)

@@ -107,6 +107,18 @@ def test_a_client_without_a_name_is_said_to_have_none():
     )
 
 
+def test_a_client_known_by_its_document_is_shown_with_the_site_that_publishes_it():
+    """The draft's "OAuth Phishing Attacks": the client ID's host beside its name, which no other client can claim."""
+    words = Elements(page(client_site="https://claude.ai")).words
+    assert "Claude, described at https://claude.ai, asks to use the tools of todo-app." in words
+    assert "described at" not in Elements(page()).words
+    hostile = Elements(page(client_name=None, client_site='https://x"><b>y'))
+    assert 'A client that gave no name, described at https://x"><b>y, asks' in hostile.words
+    assert len(hostile.named("b")) == len(
+        Elements(page(client_name=None, client_site="https://x")).named("b")
+    )
+
+
 def test_everything_shown_is_escaped():
     hostile = '<script>alert("x")</script> & "quotes"'
     raw = page(client_name=hostile, request='"><script>x</script>', csrf="'onmouseover='x", app_id="a<b")

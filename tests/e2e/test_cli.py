@@ -499,6 +499,7 @@ _SERVE_LEAVES_OUT = {
         "clientmcp_fast.demo",
         "clientmcp_fast.client",
         "clientmcp_fast.net.oauth",
+        "clientmcp_fast.net.client_documents",
         "clientmcp_fast.core.oauth",
         "clientmcp_fast.core.oauth_pages",
         "encodings.idna",
@@ -506,7 +507,12 @@ _SERVE_LEAVES_OUT = {
     # The same names are imported when their option asks for them: the list names real modules.
     "--state": ("clientmcp_fast.state", "clientmcp_fast.generation_store", "sqlite3"),
     "--metrics": ("clientmcp_fast.metrics", "prometheus_client"),
-    "--oauth": ("clientmcp_fast.net.oauth", "clientmcp_fast.core.oauth", "clientmcp_fast.core.oauth_pages"),
+    "--oauth": (
+        "clientmcp_fast.net.oauth",
+        "clientmcp_fast.net.client_documents",
+        "clientmcp_fast.core.oauth",
+        "clientmcp_fast.core.oauth_pages",
+    ),
     # The pure twins read requests with httptools; the compiled build with its own llhttp: it
     # loads neither httptools nor its extension modules (_pure/http_reader.py imports it late).
     "compiled": ("httptools", "httptools.parser", "httptools.parser.parser", "httptools.parser.url_parser"),

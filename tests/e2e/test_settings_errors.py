@@ -277,6 +277,22 @@ def test_an_oauth_mode_other_than_on_or_off_is_refused():
     assert_setting_error(run("serve", "--oauth", "true"), "--oauth", "true", "is not one of off, on")
 
 
+def test_client_documents_are_on_by_default_and_take_on_or_off_in_any_case():
+    """docs/oauth.md, Decisions: with OAuth on, a client may be known by its document's URL unless turned off."""
+    on = {
+        "CLIENTMCP_SECRET": SECRET_TEXT,
+        "CLIENTMCP_OAUTH": "on",
+        "CLIENTMCP_PUBLIC_URL": "https://b.example",
+    }
+    assert load(environment(**on)).oauth_client_documents is True
+    assert load(environment(**on, CLIENTMCP_OAUTH_CLIENT_DOCUMENTS=" Off ")).oauth_client_documents is False
+    assert load(environment(**on, CLIENTMCP_OAUTH_CLIENT_DOCUMENTS="ON")).oauth_client_documents is True
+    result = run("serve", env=environment(**on, CLIENTMCP_OAUTH_CLIENT_DOCUMENTS="no"))
+    assert_setting_error(result, "CLIENTMCP_OAUTH_CLIENT_DOCUMENTS", "no", "is not one of off, on")
+    flagged = run("serve", "--oauth-client-documents", "1", env=environment(**on))
+    assert_setting_error(flagged, "--oauth-client-documents", "1", "is not one of off, on")
+
+
 def test_oauth_on_without_a_public_url_is_refused():
     """The issuer and resource URLs are built from it: there is no guessing it from a request's Host."""
     line = assert_one_line_error(run("serve", "--oauth", "on"))
