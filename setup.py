@@ -25,7 +25,7 @@ NO_EXTENSIONS = bool(os.environ.get("CLIENTMCP_NO_EXTENSIONS"))
 REQUIRED = os.environ.get("CLIENTMCP_BUILD_EXTENSION", "").lower() in ("1", "yes", "true")
 # No pickle support for the extension types: nothing pickles a protocol, a channel or a call,
 # and the __reduce_cython__/__setstate_cython__ pair Cython writes for each one is some 10 % of
-# the machine code, resident in every bridge (docs/benchmarks.md, Latest run). Without it,
+# the machine code, resident in every bridge (see docs/architecture.md). Without it,
 # pickling one fails, as it does for the sockets they hold.
 SMALLER = {"auto_pickle": False}
 
