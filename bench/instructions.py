@@ -1,7 +1,7 @@
 """Instructions per tools/call, counted by callgrind: a measure of the bridge's own work that noise cannot move.
 
     python -m bench.instructions [--era legacy|modern|ping|minimal|forwarded] [--calls 1000] [--cache]
-                                 [--generations N] [--agents K] [--scope N] [--limits]
+                                 [--generations N] [--agents K] [--scope N] [--limits] [--oauth [mcp]]
 
 One tools/call goes through the real `HttpProtocol` (request in, answer out) and the
 app's `AppChannel` (call out, result in) over fake transports, so no syscall or event
@@ -31,7 +31,10 @@ agent` has the agent send a `traceparent` header to an app that did not ask for 
 app` to an app that registered `trace: true`, so the count is that of a call carrying the
 agent's trace context to the app, the bridge not tracing itself;
 `--otel` has the bridge trace (a span per call, made and queued as `serve` does with the
-`otel` extra, exported nowhere).
+`otel` extra, exported nowhere). `--oauth` runs the bridge with OAuth on (docs/oauth.md) and
+makes the call on the app's resource, `/apps/bench/mcp`, with an access token issued as the
+token endpoint issues it; `--oauth mcp` runs it with OAuth on and makes the call on `/mcp`
+with the static agent token, as without the flag.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import uvloop
 
 from bench.floor import MiniBridge, MiniBridgeConnection
@@ -83,6 +87,12 @@ _LIMITS_ENV = "CLIENTMCP_BENCH_LIMITS"
 _TRACE_ENV = "CLIENTMCP_BENCH_TRACE"
 # `--otel`: the bridge traces, a span per call (clientmcp_fast/otel.py).
 _OTEL_ENV = "CLIENTMCP_BENCH_OTEL"
+# `--oauth`: "resource" (an access token on the app's resource) or "mcp" (the static token on /mcp).
+_OAUTH_ENV = "CLIENTMCP_BENCH_OAUTH"
+# The public URL with OAuth on: the origin the agent's request names in its Host header.
+PUBLIC_URL = "http://127.0.0.1:8080"
+OAUTH_REDIRECT = "http://127.0.0.1:33418/callback"
+OAUTH_VERIFIER = "bench-instructions-pkce-verifier-0123456789abcdef"
 TRACEPARENT = b"traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
 TRACED_REGISTER = REGISTER[:-1] + b',"trace":true}'
 
@@ -441,21 +451,66 @@ def calls_through(
 
 
 def bench_settings() -> Settings:
-    """The bridge's settings: the per-token limits off, unless `--limits` (then at their defaults)."""
+    """The bridge's settings: the per-token limits off, unless `--limits` (then at their defaults); `--oauth`."""
     limits = Limits() if os.environ.get(_LIMITS_ENV) else Limits(agent_rate=0, agent_max_calls=0)
-    return Settings(secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0, limits=limits)
+    oauth = {"oauth": True, "public_url": PUBLIC_URL} if os.environ.get(_OAUTH_ENV) else {}
+    return Settings(
+        secrets=(SECRET,), signing_secret=SECRET, host="127.0.0.1", port=0, limits=limits, **oauth
+    )
+
+
+def access_token(now: float, tools: list[str] | None) -> str:
+    """An access token for the app `bench`, issued at `now` as `/oauth/token` issues one (docs/oauth.md).
+
+    A client registers, its request is consented to (with `tools`, as an app may scope its
+    consent) and its code redeemed with the PKCE verifier, each by the core's authorization
+    server; the bridge's own instance would take the same token, signed with the same secret.
+    """
+    from urllib.parse import urlencode
+
+    from clientmcp_fast.core.oauth import AuthorizationServer, s256  # with --oauth only, as serve does
+
+    server = AuthorizationServer(PUBLIC_URL, (SECRET,), SECRET, os.urandom)
+    registration = {"redirect_uris": [OAUTH_REDIRECT], "client_name": "bench"}
+    client_id = msgspec.json.decode(server.register(msgspec.json.encode(registration), now))["client_id"]
+    resource = server.resource_url("bench")
+    query = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": OAUTH_REDIRECT,
+        "state": "bench",
+        "code_challenge": s256(OAUTH_VERIFIER),
+        "code_challenge_method": "S256",
+        "resource": resource,
+    }
+    request = server.authorize_request(urlencode(query).encode())
+    code = server.issue_code(request, now, 0, tools)  # the app's agent generation: none revoked
+    form = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "client_id": client_id,
+        "redirect_uri": OAUTH_REDIRECT,
+        "code_verifier": OAUTH_VERIFIER,
+        "resource": resource,
+    }
+    answer = server.token(urlencode(form).encode(), now, lambda app_id: 0)
+    return msgspec.json.decode(answer)["access_token"]
 
 
 def http_request(body: bytes, headers: bytes, now: float) -> bytes:
     """The agent's POST /mcp, signed in at `now`, with `headers` (each ending in CRLF) beside the usual ones.
 
-    With `--scope N`, its token is scoped to N tool names, `echo` among them (the last).
+    With `--scope N`, its token is scoped to N tool names, `echo` among them (the last). With
+    `--oauth`, it is a POST to the app's resource, `/apps/bench/mcp`, with an access token.
     """
     names = int(os.environ.get(_SCOPE_ENV) or 0)
     tools = [*(f"other_{n}" for n in range(names - 1)), "echo"] if names else None
-    token = mint(SECRET, "agent", "bench", 3600, now, tools=tools).encode()
+    if os.environ.get(_OAUTH_ENV) == "resource":
+        target, token = b"/apps/bench/mcp", access_token(now, tools).encode()
+    else:
+        target, token = b"/mcp", mint(SECRET, "agent", "bench", 3600, now, tools=tools).encode()
     return (
-        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAuthorization: Bearer " + token + b"\r\n"
+        b"POST " + target + b" HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAuthorization: Bearer " + token + b"\r\n"
         b"Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
         + headers
         + (TRACEPARENT if os.environ.get(_TRACE_ENV) else b"")
@@ -584,7 +639,16 @@ def main() -> None:
         "--otel", action="store_true",
         help="the bridge traces: a span per call, batched, exported nowhere (needs the otel extra)",
     )  # fmt: skip
+    parser.add_argument(
+        "--oauth", nargs="?", const="resource", choices=("resource", "mcp"),
+        help="the bridge with OAuth on: the call with an access token on /apps/bench/mcp "
+        "(or, `--oauth mcp`, with the static token on /mcp)",
+    )  # fmt: skip
     flags = parser.parse_args()
+    if flags.oauth:
+        if flags.era in ("ping", "minimal"):
+            parser.error(f"--oauth makes an agent's call through the bridge: not with --era {flags.era}")
+        os.environ[_OAUTH_ENV] = flags.oauth
     if flags.otel:
         os.environ[_OTEL_ENV] = "1"
     if flags.trace:

@@ -105,6 +105,68 @@ def test_the_stubbed_harness_never_reaches_the_bridge(era):
         one()
 
 
+def served_resources(monkeypatch) -> tuple[list[object], list[tuple[bytes, str, bytes]]]:
+    """The OAuth endpoints made from now on, and every request their app resources serve: target, app, token."""
+    from clientmcp_fast.core.http import AUTHORIZATION
+    from clientmcp_fast.net.oauth import OAuthEndpoints
+
+    made: list[object] = []
+    served: list[tuple[bytes, str, bytes]] = []
+    init, resource = OAuthEndpoints.__init__, OAuthEndpoints._resource
+
+    def recorded_init(self, server):
+        made.append(self)
+        init(self, server)
+
+    def recorded(self, exchange, app_id, now):
+        request = exchange.request
+        served.append((request.target, app_id, request.header(AUTHORIZATION)))
+        return resource(self, exchange, app_id, now)
+
+    monkeypatch.setattr(OAuthEndpoints, "__init__", recorded_init)
+    monkeypatch.setattr(OAuthEndpoints, "_resource", recorded)
+    return made, served
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern", "forwarded"])
+def test_the_oauth_harness_calls_the_apps_resource_with_an_access_token(era, monkeypatch):
+    # `--oauth`: each call is taken by /apps/bench/mcp (net/oauth.py), with an access token
+    # for that resource as /oauth/token issues it, then served as a call on /mcp is.
+    from clientmcp_fast.core.tokens import verified_claims
+
+    monkeypatch.setenv(instructions._OAUTH_ENV, "resource")
+    made, served = served_resources(monkeypatch)
+    one = instructions.round_trip(era)
+    for _ in range(2):
+        head, _, body = one().partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK")
+        assert b'"content":[{"type":"text","text":"hi"}]' in body
+    assert made  # the bridge (in `forwarded`, each instance) runs with OAuth on
+    assert [(target, app) for target, app, _ in served] == [(b"/apps/bench/mcp", "bench")] * 2
+    token = served[0][2].removeprefix(b"Bearer ").decode()
+    claims = verified_claims((instructions.SECRET,), token)
+    assert (claims["role"], claims["sub"]) == ("agent", "bench")
+    assert claims["aud"] == f"{instructions.PUBLIC_URL}/apps/bench/mcp"  # a static token has no aud
+
+
+def test_the_oauth_harness_can_call_mcp_with_the_static_token_oauth_on(monkeypatch):
+    # `--oauth mcp`: the bridge with OAuth on, the call on /mcp as without it.
+    monkeypatch.setenv(instructions._OAUTH_ENV, "mcp")
+    made, served = served_resources(monkeypatch)
+    one = instructions.round_trip("legacy")
+    for _ in range(2):
+        assert one().startswith(b"HTTP/1.1 200 OK")
+    assert len(made) == 1 and served == []
+
+
+@pytest.mark.parametrize("era", ["ping", "minimal"])
+def test_oauth_is_refused_where_no_agent_calls_the_bridge(era):
+    argv = [sys.executable, "-m", "bench.instructions", "--era", era, "--oauth"]
+    refused = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert refused.returncode == 2
+    assert f"--oauth makes an agent's call through the bridge: not with --era {era}" in refused.stderr
+
+
 @pytest.fixture
 def minimal_bridge():
     """`python -m bench.floor --bridge PORT` running: its port."""

@@ -19,7 +19,7 @@ import asyncio
 import sys
 from typing import Any
 
-from clientmcp_fast.client import ClientMCP, text_result
+from clientmcp_fast.client import AuthorizeHandler, ClientMCP, text_result
 
 # A 1x1 red pixel PNG, and a WAV holding one silent 16-bit sample at 8 kHz.
 RED_PIXEL_PNG = (
@@ -176,8 +176,13 @@ async def dynamic_tool(arguments: dict[str, Any]) -> dict[str, Any]:
 class ConformanceApp:
     """The ClientMCP app and its diagnostic tools; counts the tool-set changes the suite triggered."""
 
-    def __init__(self, url: str, token: str) -> None:
-        self.client = ClientMCP(url, token, instructions="Diagnostic tools for the MCP conformance suite.")
+    def __init__(self, url: str, token: str, on_authorize: AuthorizeHandler | None = None) -> None:
+        self.client = ClientMCP(
+            url,
+            token,
+            instructions="Diagnostic tools for the MCP conformance suite.",
+            on_authorize=on_authorize,
+        )
         self.tool_changes = 0
         # test_simple_text comes first: http-header-validation calls the first listed tool with {}.
         self._expose("test_simple_text", simple_text, "Returns simple text content")

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from conformance_app import ConformanceApp
 
+from clientmcp_fast.client import AuthorizeHandler
 from clientmcp_fast.speedups import IMPLEMENTATION
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,14 +32,15 @@ CLIENT_ID = "conformance"
 class RunningApp:
     """The conformance app on its own event loop in a background thread, like a separate program."""
 
-    def __init__(self, bridge: Any, client_id: str) -> None:
+    def __init__(self, bridge: Any, client_id: str, on_authorize: AuthorizeHandler | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="conformance-app", daemon=True)
         self._thread.start()
-        self.app: ConformanceApp = self.run(self._connect(bridge.ws_url, bridge.token("client", client_id)))
+        token = bridge.token("client", client_id)
+        self.app: ConformanceApp = self.run(self._connect(bridge.ws_url, token, on_authorize))
 
-    async def _connect(self, url: str, token: str) -> ConformanceApp:
-        app = ConformanceApp(url, token)
+    async def _connect(self, url: str, token: str, on_authorize: AuthorizeHandler | None) -> ConformanceApp:
+        app = ConformanceApp(url, token, on_authorize)
         await asyncio.wait_for(app.client.connect(), 15)
         return app
 
@@ -65,11 +67,16 @@ def node_fixture() -> Path:
 
 @pytest.fixture(name="start_app")
 def start_app_fixture() -> Iterator[Callable[[Any], RunningApp]]:
-    """A factory: `start_app(bridge)` connects the conformance app to `bridge` and waits for `registered`."""
+    """A factory: `start_app(bridge)` connects the conformance app to `bridge` and waits for `registered`.
+
+    With `on_authorize`, the app registers `consent` and answers OAuth requests with it (docs/oauth.md).
+    """
     running: list[RunningApp] = []
 
-    def start(bridge: Any, client_id: str = CLIENT_ID) -> RunningApp:
-        app = RunningApp(bridge, client_id)
+    def start(
+        bridge: Any, client_id: str = CLIENT_ID, on_authorize: AuthorizeHandler | None = None
+    ) -> RunningApp:
+        app = RunningApp(bridge, client_id, on_authorize)
         running.append(app)
         return app
 

@@ -9,26 +9,42 @@ the suite reaching the bridge through `/mcp/<agent token>` (it cannot send an Au
 A run passes when every failing scenario or check is in the version's expected-failures file
 and every entry there still fails: the suite's own baseline verdict (exit 0) and ours, from its
 per-check JSON, must agree. docs/conformance.md shows the results.
+
+Neither version has a server scenario of authorization (their `auth/*` scenarios test clients).
+0.2.0-alpha.12 tests authorization servers (`authorization`), which the bridge is with OAuth on:
+a fourth run takes it through both of its scenarios, the test playing the person who reads the
+consent page and types the code the app was sent.
 """
 
 from __future__ import annotations
 
+import html
 import json
+import queue
 import re
 import shutil
+import socket
 import subprocess
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
+import httpx2
 import pytest
 from peers import CLIENT_ID, NODE_MODULES, REPORTS, ROOT, node_fixture, start_app_fixture  # noqa: F401 (fixtures)
+
+from clientmcp_fast.client import AuthorizeRequest
+from clientmcp_fast.core.oauth_pages import CONSENT_COOKIE
 
 HERE = Path(__file__).resolve().parent
 FAILED = ("FAILURE", "WARNING")  # the suite's baseline counts a WARNING as a failure too
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
+AUTHORIZATION_RESULT_DIR = re.compile(r"^authorization-server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
 SUITE_TIMEOUT = 600  # seconds; a run takes a few seconds on an idle machine
 
 
@@ -123,8 +139,8 @@ class Entry:
         return f"{self.scenario}:{self.check}" if self.check else self.scenario
 
 
-def read_expected_failures(path: Path) -> list[Entry]:
-    """The `server:` entries of a baseline file (the YAML subset the files use), with their reasons."""
+def read_expected_failures(path: Path, section: str = "server") -> list[Entry]:
+    """The entries of a baseline file's `section` (the YAML subset the files use), with their reasons."""
     entries: list[Entry] = []
     comment: list[str] = []
     after_entry = False
@@ -134,7 +150,7 @@ def read_expected_failures(path: Path) -> list[Entry]:
         if not stripped:
             continue
         if not line.startswith(" "):
-            in_server = stripped == "server:"
+            in_server = stripped == f"{section}:"
             continue
         if stripped.startswith("#"):
             if after_entry:  # a comment after entries starts the next group's reason
@@ -200,17 +216,28 @@ def run_suite(node: Path, run: SuiteRun, url: str) -> Outcome:
         stdin=subprocess.DEVNULL,
     )
     output = ANSI.sub("", completed.stdout + completed.stderr)
-    (report_dir / "output.txt").write_text(output)
     outcome = Outcome(completed.returncode, output)
+    read_results(outcome, results, RESULT_DIR)
+    write_report(report_dir, run.version, run.selection, outcome)
+    return outcome
+
+
+def read_results(outcome: Outcome, results: Path, folders: re.Pattern[str]) -> None:
+    """Every scenario's checks, from the suite's result folders (named by `folders`) under `results`."""
     for folder in sorted(results.iterdir()):
-        match = RESULT_DIR.match(folder.name)
+        match = folders.match(folder.name)
         assert match, f"unexpected result folder {folder.name}"
         outcome.checks[match["scenario"]] = json.loads((folder / "checks.json").read_text())
+
+
+def write_report(report_dir: Path, version: str, selection: tuple[str, ...], outcome: Outcome) -> None:
+    """The run's output and a summary of its checks, for reading after `make test`."""
+    (report_dir / "output.txt").write_text(outcome.output)
     (report_dir / "summary.json").write_text(
         json.dumps(
             {
-                "version": run.version,
-                "selection": list(run.selection),
+                "version": version,
+                "selection": list(selection),
                 "returncode": outcome.returncode,
                 "summary": outcome.summary_lines(),
                 "scenarios": {
@@ -226,7 +253,6 @@ def run_suite(node: Path, run: SuiteRun, url: str) -> Outcome:
             indent=2,
         )
     )
-    return outcome
 
 
 def judge(outcome: Outcome, entries: list[Entry]) -> tuple[list[str], list[str]]:
@@ -251,6 +277,85 @@ def judge(outcome: Outcome, entries: list[Entry]) -> tuple[list[str], list[str]]
         passed = {c["id"] for c in outcome.checks[scenario] if c["status"] == "SUCCESS"}
         stale += [f"{scenario}:{check}" for check in allowed if check in passed and check not in failing]
     return unexpected, stale
+
+
+# -- the authorization server scenarios (0.2.0-alpha.12 `authorization`) ---------------------
+
+AUTHORIZATION_FAILURES = HERE / "expected-failures-0.2.0-alpha.12-authorization.yml"
+AUTHORIZATION_SCENARIOS = frozenset({"authorization-server-metadata-endpoint", "authorization-code-grant"})
+PERSON_WAITS = 60  # seconds: for the suite to print its authorization URL, for the app to be asked
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class SuiteProcess:
+    """The suite running in the background, its output read line by line as it comes."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.output: list[str] = []
+        self._reader = threading.Thread(target=self._read, name="conformance-output", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line)
+
+    def text(self) -> str:
+        return ANSI.sub("", "".join(self.output))
+
+    def line_starting(self, prefix: str, timeout: float) -> str:
+        """The first line of output starting with `prefix`; the test fails if none comes within `timeout` seconds."""
+        give_up = time.monotonic() + timeout
+        while True:
+            ended = not self._reader.is_alive()  # before reading: a line read after it is still seen
+            for line in list(self.output):
+                if line.startswith(prefix):
+                    return line.strip()
+            if ended or time.monotonic() > give_up:
+                pytest.fail(f"the suite printed no line starting {prefix!r}:\n{self.text()[-3000:]}")
+            time.sleep(0.02)
+
+    def finish(self, timeout: float) -> int:
+        """Wait for the suite to exit (killed after `timeout` seconds): its exit code."""
+        try:
+            return self.process.wait(timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            self._reader.join(10)
+
+
+def consent_as_the_person(url: str, public_url: str, asked: queue.Queue[AuthorizeRequest]) -> str:
+    """Open the consent page at `url` and type the code the app was sent: where the browser is sent then."""
+    with httpx2.Client(timeout=PERSON_WAITS, follow_redirects=False) as browser:
+        page = browser.get(url)
+        assert page.status_code == 200, page.text
+        cookie = page.headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
+        browser.cookies.clear()  # the cookie goes with the form, as the browser would send it
+        action = html.unescape(re.search('<form method="post" action="([^"]*)"', page.text).group(1))
+        fields = {
+            name: html.unescape(re.search(f'name="{name}" value="([^"]*)"', page.text).group(1))
+            for name in ("request", "csrf")
+        }
+        code = asked.get(timeout=PERSON_WAITS).code  # what the app shows its user
+        headers = {"origin": public_url, "cookie": f"{CONSENT_COOKIE}={cookie}"}
+        answer = browser.post(urljoin(url, action), data={**fields, "code": code}, headers=headers)
+        assert answer.status_code == 303, answer.text
+    return answer.headers["location"]
 
 
 # -- the tests --------------------------------------------------------------------------------
@@ -286,26 +391,106 @@ def test_suite_passes_except_what_clientmcp_v1_cannot_serve(
     bridge.assert_nothing_leaks()
 
 
+def test_the_authorization_server_scenarios_pass_through_the_apps_consent(
+    node: Path, start_bridge: Callable[..., Any], start_app: Callable[..., Any]
+) -> None:
+    """0.2.0-alpha.12 `authorization`: the metadata, then a code grant through the page, the app and the person.
+
+    The suite prints the authorization URL for a person to open and listens for the redirect
+    on its own port; the test opens the page, types the code the conformance app was sent
+    (the app allows), and follows the redirect. The suite then redeems the code with its
+    verifier at the token endpoint.
+    """
+    port, callback = free_port(), free_port()
+    public_url = f"http://127.0.0.1:{port}"
+    bridge = start_bridge(port=port, oauth=True, public_url=public_url)
+    asked: queue.Queue[AuthorizeRequest] = queue.Queue()
+    requests: list[AuthorizeRequest] = []
+
+    def allow(request: AuthorizeRequest) -> bool:
+        requests.append(request)
+        asked.put(request)
+        return True
+
+    app = start_app(bridge, on_authorize=allow)
+    redirect_uri = f"http://127.0.0.1:{callback}/callback"  # where the suite listens (its --port)
+    registered = httpx2.post(
+        f"{public_url}/oauth/register",
+        json={"redirect_uris": [redirect_uri], "client_name": "MCP conformance suite"},
+        timeout=PERSON_WAITS,
+    )
+    assert registered.status_code == 201, registered.text
+    report_dir = REPORTS / "conformance-0.2.0-alpha.12-authorization"
+    shutil.rmtree(report_dir, ignore_errors=True)
+    results = report_dir / "results"
+    results.mkdir(parents=True)
+    selection = (
+        "authorization",
+        "--url",
+        public_url,
+        "--client-id",
+        registered.json()["client_id"],
+        "--resource",
+        f"{public_url}/apps/{CLIENT_ID}/mcp",
+        "--port",
+        str(callback),
+    )
+    suite = SuiteProcess([str(node), str(NODE_MODULES / "conformance-modern" / "dist" / "index.js"),
+                          *selection, "-o", str(results)])  # fmt: skip
+    try:
+        url = suite.line_starting(f"{public_url}/oauth/authorize?", PERSON_WAITS)
+        location = consent_as_the_person(url, public_url, asked)
+        # The browser follows the redirect to the suite's listener, once it listens.
+        suite.line_starting(f"Callback server started: http://127.0.0.1:{callback}", PERSON_WAITS)
+        back = httpx2.get(location, timeout=PERSON_WAITS)
+        assert back.status_code == 200, back.text
+    finally:
+        returncode = suite.finish(SUITE_TIMEOUT)
+    outcome = Outcome(returncode, suite.text())
+    read_results(outcome, results, AUTHORIZATION_RESULT_DIR)
+    write_report(report_dir, "0.2.0-alpha.12", selection[:1], outcome)  # not the client ID and ports
+
+    assert set(outcome.checks) == AUTHORIZATION_SCENARIOS, outcome.output[-3000:]
+    unexpected, stale = judge(outcome, read_expected_failures(AUTHORIZATION_FAILURES, "authorization"))
+    assert not unexpected, "unexpected failures:\n" + "\n".join(unexpected)
+    assert not stale, "expected failures that pass (remove them from the file):\n" + "\n".join(stale)
+    # The suite's exit code counts failures, not warnings (its expected one is a warning).
+    assert outcome.returncode == 0, outcome.output[-3000:]
+    assert any(line.startswith("Total:") for line in outcome.summary_lines()), outcome.output[-3000:]
+    # The grant went through the consent step: the app was asked once, for this client, and
+    # the suite's browser went back to it with a code; then one token response, for that code.
+    assert location.startswith(redirect_uri + "?code="), location
+    assert [(r.client_name, r.client_origin) for r in requests] == [
+        ("MCP conformance suite", f"http://127.0.0.1:{callback}")
+    ]
+    issued = bridge.call(lambda s: (s.oauth.codes_issued, dict(s.oauth.authorization.tokens_issued)))
+    assert issued == (1, {"authorization_code": 1, "refresh_token": 0})
+
+    app.stop()
+    bridge.assert_nothing_leaks()
+
+
 @pytest.mark.parametrize(
-    "package, path",
+    "package, path, kind",
     [
-        ("conformance-legacy", HERE / "expected-failures-0.1.16.yml"),
-        ("conformance-modern", HERE / "expected-failures-0.2.0-alpha.12.yml"),
+        ("conformance-legacy", HERE / "expected-failures-0.1.16.yml", "server"),
+        ("conformance-modern", HERE / "expected-failures-0.2.0-alpha.12.yml", "server"),
+        ("conformance-modern", AUTHORIZATION_FAILURES, "authorization"),
     ],
 )
 def test_expected_failures_name_real_scenarios_each_with_its_reason(
-    node: Path, package: str, path: Path
+    node: Path, package: str, path: Path, kind: str
 ) -> None:
-    """Every entry names a scenario of that suite version and sits under a comment citing a section of ClientMCP v1."""
+    """Every entry names a scenario of that suite version and sits under a comment quoting the rule that excuses it."""
     listed = subprocess.run(
-        [str(node), str(NODE_MODULES / package / "dist" / "index.js"), "list", "--server"],
+        [str(node), str(NODE_MODULES / package / "dist" / "index.js"), "list", f"--{kind}"],
         capture_output=True,
         text=True,
         check=True,
         timeout=120,
     ).stdout
     scenarios = set(re.findall(r"^\s+- (\S+)", listed, re.MULTILINE))
-    entries = read_expected_failures(path)
+    entries = read_expected_failures(path, kind)
     assert entries
     for entry in entries:
         assert entry.scenario in scenarios, f"{path.name}: {entry.text} is not a scenario of {package}"
