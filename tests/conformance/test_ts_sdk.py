@@ -35,6 +35,7 @@ TOOLS = [
     "test_custom_headers_null",
     "test_trigger_tool_change",
     "json_schema_2020_12_tool",
+    "test_tool_with_progress",
     "test_slow_text",
 ]
 AGENT_TIMEOUT = 120  # seconds for a whole script; each awaited event inside has 30 s
