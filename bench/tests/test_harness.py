@@ -278,3 +278,27 @@ def test_an_app_that_did_not_ask_gets_no_trace_context_in_the_agent_only_harness
     one = instructions.round_trip("legacy")
     assert one().partition(b"\r\n\r\n")[0].startswith(b"HTTP/1.1 200 OK")
     assert frames and b"traceparent" not in frames[0]
+
+
+def test_the_otel_harness_traces_every_call(monkeypatch):
+    # `--otel`: the bridge's tracer is the one `serve` makes, told of each call's start and end.
+    from clientmcp_fast.otel import OtelCallTracing
+
+    monkeypatch.setenv(instructions._OTEL_ENV, "1")
+    told: list[str] = []
+    started, ended = OtelCallTracing.started, OtelCallTracing.ended
+
+    def on_start(self, call):  # type: ignore[no-untyped-def]
+        told.append("started")
+        return started(self, call)
+
+    def on_end(self, call, outcome):  # type: ignore[no-untyped-def]
+        told.append("ended")
+        return ended(self, call, outcome)
+
+    monkeypatch.setattr(OtelCallTracing, "started", on_start)
+    monkeypatch.setattr(OtelCallTracing, "ended", on_end)
+    one = instructions.round_trip("legacy")
+    for _ in range(2):
+        assert one().partition(b"\r\n\r\n")[0].startswith(b"HTTP/1.1 200 OK")
+    assert told == ["started", "ended"] * 2
