@@ -26,7 +26,8 @@ RUN CLIENTMCP_BUILD_EXTENSION=yes /venv/bin/pip install --quiet --no-build-isola
 # `make binary`: the single static file (PyInstaller one-file, then staticx), written out of
 # the builder as dist/clientmcp by `docker build --target binary --output dist .`
 FROM build AS single
-RUN /venv/bin/python packaging/freeze.py single /single/clientmcp
+RUN /venv/bin/pip install --quiet -r packaging/requirements-single.txt \
+ && /venv/bin/python packaging/freeze.py single /single/clientmcp
 FROM scratch AS binary
 COPY --from=single /single/clientmcp /clientmcp
 

@@ -15,7 +15,7 @@ AUTOBAHN := .autobahn
 AUTOBAHN_STAMP := $(AUTOBAHN)/.installed
 PEERS := $(NODE_STAMP) $(AUTOBAHN_STAMP)
 
-.PHONY: demo cluster-demo prerequisites test test-compiled test-pure test-container test-bench peers bench bench-burst bench-cluster bench-frozen bench-micro fuzz binary image clean
+.PHONY: demo cluster-demo prerequisites test test-compiled test-pure test-container test-arm64 test-bench peers bench bench-burst bench-cluster bench-frozen bench-micro fuzz binary image clean
 
 # What clientmcp_fast/compiled.py lists is built: a change to any of its sources rebuilds (a
 # typed module is compiled from its .py, typed by the .pxd beside it). In a checkout, importing
@@ -54,21 +54,25 @@ peers: $(PEERS)
 # The frozen bridge (docs/deployment.md), both from the Dockerfile, built with a Docker engine or
 # podman: `make image`, and `make binary`, which writes dist/clientmcp, one static file. Both
 # always ask the builder, whose layer cache makes an unchanged tree cost seconds.
-IMAGE ?= clientmcp
+# `make image PLATFORM=linux/arm64` builds for another platform under qemu (docs/deployment.md,
+# The arm64 image), tagged with its architecture: clientmcp-arm64 beside clientmcp.
+PLATFORM ?=
+IMAGE ?= clientmcp$(if $(PLATFORM),-$(word 2,$(subst /, ,$(PLATFORM))))
 
 image:
-	packaging/build.sh image $(IMAGE)
+	PLATFORM=$(PLATFORM) packaging/build.sh image $(IMAGE)
 
 binary:
-	packaging/build.sh binary dist
+	PLATFORM=$(PLATFORM) packaging/build.sh binary dist
 	@ls -l dist/clientmcp
 
 # The whole suite twice: with the compiled _speedups (required to be live), then the pure twins.
 # Both passes include the conformance suite, the TypeScript SDK agents and Autobahn: they drive
 # the frame parser and routing whose two twins the passes select (about a minute a pass). Then
 # the frozen builds: the image's filesystem and dist/clientmcp, each run from its own root, and
-# the command-line tests (revoke's too) again against dist/clientmcp.
-test: test-compiled test-pure test-container
+# the command-line tests (revoke's too) again against dist/clientmcp. Last, the arm64 image, built
+# and run under qemu.
+test: test-compiled test-pure test-container test-arm64
 
 # What the machine must have, checked in a second before any setup or download. As root on Debian,
 # the missing packages are installed first, in one apt-get call; otherwise they are listed.
@@ -82,8 +86,17 @@ test-pure: prerequisites $(STAMP) $(PEERS)
 	CLIENTMCP_NO_EXTENSIONS=1 CLIENTMCP_PY27=$(PY27) $(BIN)/python -m pytest --ignore=tests/container
 
 test-container: prerequisites $(STAMP) image binary
-	CLIENTMCP_IMAGE=$(IMAGE) $(BIN)/python -m pytest tests/container
+	CLIENTMCP_IMAGE=$(IMAGE) $(BIN)/python -m pytest tests/container --ignore=tests/container/test_arm64.py
 	CLIENTMCP_COMMAND=$(CURDIR)/dist/clientmcp $(BIN)/python -m pytest tests/e2e/test_cli.py tests/e2e/test_health.py tests/e2e/test_revocation.py
+
+# The image for linux/arm64, built here under qemu, and run from its filesystem under qemu as
+# tests/container runs the machine's own (tests/container/test_arm64.py); part of `make test`,
+# as both fit in 25 minutes from nothing (docs/deployment.md, The arm64 image).
+ARM64_IMAGE ?= clientmcp-arm64
+
+test-arm64: prerequisites $(STAMP)
+	PLATFORM=linux/arm64 packaging/build.sh image $(ARM64_IMAGE)
+	CLIENTMCP_ARM64_IMAGE=$(ARM64_IMAGE) $(BIN)/python -m pytest tests/container/test_arm64.py
 
 # The bench's own tests (bench/tests): its harness's round trips, counted with valgrind, and its
 # arithmetic, and a short run of bench/cluster.py (which compiles bench/app.pyx: the bench extra).

@@ -5,7 +5,8 @@ each is run the way a container runtime would: `chroot` into its root filesystem
 image's unprivileged user (65532), with an empty environment but the documented settings.
 The image's filesystem is read from the image itself (`podman image mount`) and bound
 read-only; the single file is alone in an empty root with a /tmp, as on a bare host.
-`make test-container` builds both first (`make image binary`).
+`make test-container` builds both first (`make image binary`). The image built for arm64 is
+run the same way under qemu by test_arm64.py (`make test-arm64`).
 """
 
 from __future__ import annotations
@@ -64,15 +65,15 @@ def _mount(*args: str) -> None:
     subprocess.run(["mount", *args], check=True, capture_output=True, text=True)
 
 
-@pytest.fixture(scope="session")
-def image() -> Iterator[Frozen]:
-    """The image's filesystem, straight from the image store, bound read-only."""
+@contextlib.contextmanager
+def mounted_image(name: str, build: str) -> Iterator[Frozen]:
+    """The filesystem of the image `name`, straight from the image store, bound read-only; `build` makes it."""
     _root_required()
-    found = subprocess.run([*PODMAN, "image", "exists", IMAGE], check=False)
+    found = subprocess.run([*PODMAN, "image", "exists", name], check=False)
     if found.returncode != 0:
-        pytest.fail(f"no image {IMAGE!r}: build it first (make image)")
+        pytest.fail(f"no image {name!r}: build it first ({build})")
     mounted = subprocess.run(
-        [*PODMAN, "image", "mount", IMAGE], check=True, capture_output=True, text=True
+        [*PODMAN, "image", "mount", name], check=True, capture_output=True, text=True
     ).stdout.strip()
     readonly = Path(tempfile.mkdtemp(prefix="clientmcp-image-"))
     _mount("--bind", mounted, str(readonly))
@@ -82,7 +83,14 @@ def image() -> Iterator[Frozen]:
     finally:
         subprocess.run(["umount", str(readonly)], check=False)
         readonly.rmdir()
-        subprocess.run([*PODMAN, "image", "unmount", IMAGE], check=False, capture_output=True)
+        subprocess.run([*PODMAN, "image", "unmount", name], check=False, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def image() -> Iterator[Frozen]:
+    """The image's filesystem, bound read-only."""
+    with mounted_image(IMAGE, "make image") as frozen:
+        yield frozen
 
 
 @pytest.fixture(scope="session")
