@@ -90,6 +90,21 @@ def _tell(watchers: list[Watcher], what: str) -> None:
             logger.exception("nats: a user of the connection failed to take its %s", what)
 
 
+async def _cancelled(task: asyncio.Task) -> None:
+    """Cancel `task` and wait for it to end, for at most CLOSE_SECONDS.
+
+    A cancellation can be swallowed: nats-py's connect, retrying a server that refused its
+    credentials, catches it while closing its own attempt and goes on waiting to retry. So the
+    task is cancelled again until it ends, and a shutdown never waits on it for longer.
+    """
+    give_up = asyncio.get_running_loop().time() + CLOSE_SECONDS
+    while not task.done() and asyncio.get_running_loop().time() < give_up:
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.05)
+    if task.done() and not task.cancelled():
+        task.exception()  # retrieved: its failure was reported when it happened, or does not matter now
+
+
 class NatsConnection:
     """One connection to the `urls`, for every user of NATS in the process; ConfigError if unusable as set.
 
@@ -222,10 +237,8 @@ class NatsConnection:
         """Send what is queued (the cluster's GONE), then leave NATS; attempts still under way end."""
         self._closing = True
         opening, self._opening = self._opening, None
-        if opening is not None and not opening.done():
-            opening.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await opening
+        if opening is not None:
+            await _cancelled(opening)
         nc = self.nc
         if nc is None or nc.is_closed:
             return
