@@ -269,12 +269,11 @@ def test_across_two_instances_each_traces_its_part(start_topology, receiver, mon
     assert call["traceparent"] == f"00-{AGENT_TRACE}-{last.span_id}-01"
 
 
+@pytest.mark.parametrize("start_topology", ["two instances"], indirect=True)  # one process forwards nothing
 def test_the_app_instances_span_names_the_tool(start_topology, receiver, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
     topology = start_topology()
-    if len(topology.bridges) == 1:
-        pytest.skip("one process forwards no call")
     TracedApp(topology.app.ws_url, topology.app.token("client", "traced-app")).start()
     topology.sees("traced-app", 1)
     post_call(topology.agent.port, topology.agent.token("agent", "traced-app"))
