@@ -35,10 +35,11 @@ from test_oauth_http import (
     APP,
     CHALLENGE,
     REDIRECT,
+    SDK_HOST_PAGE,
     MemoryStorage,
     Person,
+    PlayedHost,
     UserOfTheApp,
-    answer_of,
     assert_page,
     denied,
     free_port,
@@ -163,33 +164,18 @@ async def test_the_sdk_oauth_client_with_the_app_the_page_and_the_token_endpoint
     Then calls work on every instance, and `clientmcp revoke agent` ends the grant everywhere.
     """
     from mcp.client.auth import OAuthClientProvider
-    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+    from mcp.shared.auth import OAuthClientMetadata
 
     user = UserOfTheApp()
-    person = cluster.person()
-    redirected: list[httpx2.Response] = []
-
-    async def open_page(url: str) -> None:
-        assert url.startswith(f"{cluster.url}/oauth/authorize?")
-        page = await person.open(url)
-        assert_page(
-            page, 200, "Connect to todo-app?", "<b>SDK host</b> asks to use the tools of <b>todo-app</b>",
-            "returns to <b>http://127.0.0.1:33418</b>",
-        )  # fmt: skip
-        redirected.append(await person.type_code((await user.code()).lower()))
-
-    async def come_back() -> AuthorizationCodeResult:
-        answer = answer_of(redirected[-1])
-        assert set(answer) == {"code", "state", "iss"} and answer["iss"] == [cluster.url]
-        return AuthorizationCodeResult(code=answer["code"][0], state=answer["state"][0], iss=answer["iss"][0])
+    host = PlayedHost(cluster.person(), user, cluster.url, *SDK_HOST_PAGE)
 
     storage = MemoryStorage()
     provider = OAuthClientProvider(
         server_url=cluster.resource(),
         client_metadata=OAuthClientMetadata(redirect_uris=[REDIRECT], client_name="SDK host"),
         storage=storage,
-        redirect_handler=open_page,
-        callback_handler=come_back,
+        redirect_handler=host.open_page,
+        callback_handler=host.come_back,
     )
     async with online_app(cluster.bridges[0], APP, {"echo": echo}, on_authorize=user):
         await seen_everywhere(cluster, True)
@@ -201,7 +187,7 @@ async def test_the_sdk_oauth_client_with_the_app_the_page_and_the_token_endpoint
             provider.context.token_expiry_time = time.time() - 1  # as an hour later: the SDK refreshes
             second = await client.call_tool("echo", {"n": 2})
             third = await client.call_tool("echo", {"n": 3})
-        await person.http.aclose()
+        await host.person.http.aclose()
         assert [json.loads(r.content[0].text) for r in (first, second, third)] == [
             {"n": 1},
             {"n": 2},

@@ -31,8 +31,8 @@ from test_oauth_http import (
     MemoryStorage,
     OAuthBridge,
     Person,
+    PlayedHost,
     UserOfTheApp,
-    answer_of,
     assert_page,
     assert_refused,
     free_port,
@@ -114,13 +114,12 @@ async def test_the_metadata_offers_documents_beside_registration_unless_turned_o
 async def test_the_sdk_oauth_client_known_by_its_document_url_never_registers(documents_bridge, authority):
     """`OAuthClientProvider(client_metadata_url=...)` from its first 401 to a refresh, through the real consent."""
     from mcp.client.auth import OAuthClientProvider
-    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+    from mcp.shared.auth import OAuthClientMetadata
 
     oauth = documents_bridge()
     trust_the_test_server(oauth, authority)
     user = UserOfTheApp()
     person = Person(oauth)
-    redirected: list[httpx2.Response] = []
     asked: list[tuple[str, str]] = []
     async with HttpsServer(authority) as server:
         url = server.url(PATH)
@@ -128,21 +127,11 @@ async def test_the_sdk_oauth_client_known_by_its_document_url_never_registers(do
             200, document(url), "Content-Type: application/json", "Cache-Control: max-age=60"
         )
 
-        async def open_page(authorize: str) -> None:
-            assert authorize.startswith(f"{oauth.url}/oauth/authorize?")
-            page = await person.open(authorize)
-            assert_page(
-                page, 200, "Connect to todo-app?",
-                f"<b>SDK host</b>, described at <b>https://client.test:{server.port}</b>, asks to use the tools of "
-                "<b>todo-app</b>", "returns to <b>http://127.0.0.1:33418</b>",
-            )  # fmt: skip
-            redirected.append(await person.type_code(await user.code()))
-
-        async def come_back() -> AuthorizationCodeResult:
-            answer_ = answer_of(redirected[-1])
-            return AuthorizationCodeResult(
-                code=answer_["code"][0], state=answer_["state"][0], iss=answer_["iss"][0]
-            )
+        host = PlayedHost(
+            person, user, oauth.url, "Connect to todo-app?",
+            f"<b>SDK host</b>, described at <b>https://client.test:{server.port}</b>, asks to use the tools of "
+            "<b>todo-app</b>", "returns to <b>http://127.0.0.1:33418</b>",
+        )  # fmt: skip
 
         async def record(request: httpx2.Request) -> None:
             asked.append((request.method, request.url.path))
@@ -151,8 +140,8 @@ async def test_the_sdk_oauth_client_known_by_its_document_url_never_registers(do
             server_url=oauth.resource(),
             client_metadata=OAuthClientMetadata(redirect_uris=[REDIRECT], client_name="SDK host"),
             storage=MemoryStorage(),
-            redirect_handler=open_page,
-            callback_handler=come_back,
+            redirect_handler=host.open_page,
+            callback_handler=host.come_back,
             client_metadata_url=url,
         )
         async with (

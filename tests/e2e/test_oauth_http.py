@@ -731,6 +731,43 @@ def answer_of(response: httpx2.Response) -> dict[str, list[str]]:
     return parse_qs(urlsplit(location).query)
 
 
+class PlayedHost:
+    """The browser side of an SDK host's OAuth flow, its person played by the test.
+
+    `open_page` is the SDK's `redirect_handler`: it opens the consent page the SDK hands its
+    browser, checks that it says `words`, and types the code the app's user (`UserOfTheApp`)
+    was shown. `come_back` is its `callback_handler`: the code, state and iss of the redirect.
+    """
+
+    def __init__(self, person: Person, user: UserOfTheApp, issuer: str, *words: str) -> None:
+        self.person = person
+        self.user = user
+        self.issuer = issuer
+        self.words = words
+        self.redirected: list[httpx2.Response] = []  # the answers to the forms the person sent
+
+    async def open_page(self, url: str) -> None:
+        assert url.startswith(f"{self.issuer}/oauth/authorize?")
+        page = await self.person.open(url)
+        assert_page(page, 200, *self.words)
+        self.redirected.append(await self.person.type_code((await self.user.code()).lower()))
+
+    async def come_back(self) -> Any:
+        from mcp.shared.auth import AuthorizationCodeResult
+
+        answer = answer_of(self.redirected[-1])
+        assert set(answer) == {"code", "state", "iss"} and answer["iss"] == [self.issuer]
+        return AuthorizationCodeResult(code=answer["code"][0], state=answer["state"][0], iss=answer["iss"][0])
+
+
+# What the consent page says to a person whose host registered as "SDK host" (REDIRECT).
+SDK_HOST_PAGE = (
+    "Connect to todo-app?",
+    "<b>SDK host</b> asks to use the tools of <b>todo-app</b>",
+    "returns to <b>http://127.0.0.1:33418</b>",
+)
+
+
 def denied(response: httpx2.Response, oauth: OAuthBridge, description: str) -> None:
     assert answer_of(response) == {
         "error": ["access_denied"],
@@ -749,26 +786,12 @@ async def test_the_sdk_oauth_client_through_the_page_and_the_apps_consent(oauth,
     and types the code the app (a `clientmcp_fast.client` app with `on_authorize`) was sent.
     """
     from mcp.client.auth import OAuthClientProvider
-    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+    from mcp.shared.auth import OAuthClientMetadata
 
     user = UserOfTheApp()
     person = Person(oauth)
-    redirected: list[httpx2.Response] = []
+    host = PlayedHost(person, user, oauth.url, *SDK_HOST_PAGE)
     asked: list[tuple[str, str]] = []
-
-    async def open_page(url: str) -> None:
-        assert url.startswith(f"{oauth.url}/oauth/authorize?")
-        page = await person.open(url)
-        assert_page(
-            page, 200, "Connect to todo-app?", "<b>SDK host</b> asks to use the tools of <b>todo-app</b>",
-            "returns to <b>http://127.0.0.1:33418</b>",
-        )  # fmt: skip
-        redirected.append(await person.type_code((await user.code()).lower()))
-
-    async def come_back() -> AuthorizationCodeResult:
-        answer = answer_of(redirected[-1])
-        assert set(answer) == {"code", "state", "iss"} and answer["iss"] == [oauth.url]
-        return AuthorizationCodeResult(code=answer["code"][0], state=answer["state"][0], iss=answer["iss"][0])
 
     async def record(request: httpx2.Request) -> None:
         asked.append((request.method, request.url.path))
@@ -777,8 +800,8 @@ async def test_the_sdk_oauth_client_through_the_page_and_the_apps_consent(oauth,
         server_url=oauth.resource(),
         client_metadata=OAuthClientMetadata(redirect_uris=[REDIRECT], client_name="SDK host"),
         storage=MemoryStorage(),
-        redirect_handler=open_page,
-        callback_handler=come_back,
+        redirect_handler=host.open_page,
+        callback_handler=host.come_back,
     )
     async with (
         online_app(oauth.bridge, APP, {"echo": echo}, on_authorize=user),
@@ -793,7 +816,7 @@ async def test_the_sdk_oauth_client_through_the_page_and_the_apps_consent(oauth,
     [request] = user.requests
     assert (request.client_name, request.client_origin) == ("SDK host", "http://127.0.0.1:33418")
     assert re.fullmatch(f"[{CODE_ALPHABET}]{{8}}", request.code)
-    assert len(redirected) == 1
+    assert len(host.redirected) == 1
     flow = [step for step in asked if not step[1].startswith("/apps/")]
     assert flow == [
         ("GET", f"/.well-known/oauth-protected-resource/apps/{APP}/mcp"),
