@@ -79,6 +79,7 @@ from clientmcp_fast._pure.http_reader import (  # noqa: E402
     STOPPED,
 )
 from clientmcp_fast._pure.routing import (  # noqa: E402
+    ROUTE_APP,
     ROUTE_CONNECT,
     ROUTE_HEALTHZ,
     ROUTE_MCP,
@@ -129,6 +130,7 @@ __all__ = [
     "OP_PONG",
     "OP_TEXT",
     "ROUTE_CONNECT",
+    "ROUTE_APP",
     "ROUTE_HEALTHZ",
     "ROUTE_MCP",
     "ROUTE_NOT_FOUND",

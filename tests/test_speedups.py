@@ -169,6 +169,16 @@ def test_build_and_unmask_twins_agree(size):
         b"ftp://host/mcp",
         b"*",
         b"mcp",
+        b"/apps/x/mcp",
+        b"/apps/app-1/mcp?x=1",
+        b"/apps//mcp",
+        b"/apps/mcp",
+        b"/apps/a/b/mcp",
+        b"/apps/x/mcpx",
+        b"/apps/x/mcp/",
+        b"/apps/x",
+        b"/apps",
+        b"http://h/apps/x/mcp",
     ],
 )
 def test_routing_twins_agree(target):
@@ -185,11 +195,29 @@ def test_routing_twins_agree(target):
         (b"http://host?q=/mcp", (pure_routing.ROUTE_NOT_FOUND, b"")),  # the path is "/", the rest a query
         (b"http://host", (pure_routing.ROUTE_NOT_FOUND, b"")),
         (b"ftp://host/mcp", (pure_routing.ROUTE_NOT_FOUND, b"")),
+        (b"http://h/apps/app-1/mcp?x", (pure_routing.ROUTE_APP, b"app-1")),
     ],
 )
 def test_an_absolute_form_target_routes_by_its_path(target, expected):
     """RFC 9112 §3.2.2: `POST http://host/mcp HTTP/1.1` is served as `POST /mcp`."""
     assert pure_routing.route(target) == compiled_routing.route(target) == expected
+
+
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        (b"/apps/app-1/mcp", b"app-1"),
+        (b"/apps/a.b@c:d/mcp?q=1", b"a.b@c:d"),
+        (b"/apps//mcp", None),
+        (b"/apps/mcp", None),
+        (b"/apps/a/b/mcp", None),
+        (b"/apps/a/mcp/", None),
+    ],
+)
+def test_an_apps_resource_routes_with_its_client_id(target, expected):
+    """`/apps/<id>/mcp` names one app's resource (docs/oauth.md); any other shape is not found."""
+    found = (pure_routing.ROUTE_APP, expected) if expected else (pure_routing.ROUTE_NOT_FOUND, b"")
+    assert pure_routing.route(target) == compiled_routing.route(target) == found
 
 
 # -- splicing JSON bytes into messages ----------------------------------------------------------

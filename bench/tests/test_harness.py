@@ -105,45 +105,50 @@ def test_the_stubbed_harness_never_reaches_the_bridge(era):
         one()
 
 
-def served_resources(monkeypatch) -> tuple[list[object], list[tuple[bytes, str, bytes]]]:
-    """The OAuth endpoints made from now on, and every request their app resources serve: target, app, token."""
-    from clientmcp_fast.core.http import AUTHORIZATION
+def oauth_traffic(monkeypatch) -> tuple[list[object], list[bytes], list[bytes]]:
+    """The OAuth endpoints made from now on, the targets they were asked for, and every request the harness sent."""
     from clientmcp_fast.net.oauth import OAuthEndpoints
 
     made: list[object] = []
-    served: list[tuple[bytes, str, bytes]] = []
-    init, resource = OAuthEndpoints.__init__, OAuthEndpoints._resource
+    asked: list[bytes] = []
+    sent: list[bytes] = []
+    init, handle, request = OAuthEndpoints.__init__, OAuthEndpoints.handle, instructions.http_request
 
     def recorded_init(self, server):
         made.append(self)
         init(self, server)
 
-    def recorded(self, exchange, app_id, now):
-        request = exchange.request
-        served.append((request.target, app_id, request.header(AUTHORIZATION)))
-        return resource(self, exchange, app_id, now)
+    def recorded_handle(self, exchange, now):
+        asked.append(exchange.request.target)
+        return handle(self, exchange, now)
+
+    def recorded_request(*args):
+        sent.append(request(*args))
+        return sent[-1]
 
     monkeypatch.setattr(OAuthEndpoints, "__init__", recorded_init)
-    monkeypatch.setattr(OAuthEndpoints, "_resource", recorded)
-    return made, served
+    monkeypatch.setattr(OAuthEndpoints, "handle", recorded_handle)
+    monkeypatch.setattr(instructions, "http_request", recorded_request)
+    return made, asked, sent
 
 
 @pytest.mark.parametrize("era", ["legacy", "modern", "forwarded"])
 def test_the_oauth_harness_calls_the_apps_resource_with_an_access_token(era, monkeypatch):
-    # `--oauth`: each call is taken by /apps/bench/mcp (net/oauth.py), with an access token
-    # for that resource as /oauth/token issues it, then served as a call on /mcp is.
+    # `--oauth`: each call is a request to /apps/bench/mcp with an access token for that
+    # resource as /oauth/token issues it, served by the agent endpoint as a call on /mcp is:
+    # net/oauth.py, which answers the resource's refusals, is never asked.
     from clientmcp_fast.core.tokens import verified_claims
 
     monkeypatch.setenv(instructions._OAUTH_ENV, "resource")
-    made, served = served_resources(monkeypatch)
+    made, asked, sent = oauth_traffic(monkeypatch)
     one = instructions.round_trip(era)
     for _ in range(2):
         head, _, body = one().partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200 OK")
         assert b'"content":[{"type":"text","text":"hi"}]' in body
-    assert made  # the bridge (in `forwarded`, each instance) runs with OAuth on
-    assert [(target, app) for target, app, _ in served] == [(b"/apps/bench/mcp", "bench")] * 2
-    token = served[0][2].removeprefix(b"Bearer ").decode()
+    assert made and asked == []  # the bridge (in `forwarded`, each instance) runs with OAuth on
+    assert sent and all(request.startswith(b"POST /apps/bench/mcp HTTP/1.1\r\n") for request in sent)
+    token = sent[0].split(b"Authorization: Bearer ", 1)[1].split(b"\r\n", 1)[0].decode()
     claims = verified_claims((instructions.SECRET,), token)
     assert (claims["role"], claims["sub"]) == ("agent", "bench")
     assert claims["aud"] == f"{instructions.PUBLIC_URL}/apps/bench/mcp"  # a static token has no aud
@@ -152,11 +157,12 @@ def test_the_oauth_harness_calls_the_apps_resource_with_an_access_token(era, mon
 def test_the_oauth_harness_can_call_mcp_with_the_static_token_oauth_on(monkeypatch):
     # `--oauth mcp`: the bridge with OAuth on, the call on /mcp as without it.
     monkeypatch.setenv(instructions._OAUTH_ENV, "mcp")
-    made, served = served_resources(monkeypatch)
+    made, asked, sent = oauth_traffic(monkeypatch)
     one = instructions.round_trip("legacy")
     for _ in range(2):
         assert one().startswith(b"HTTP/1.1 200 OK")
-    assert len(made) == 1 and served == []
+    assert len(made) == 1 and asked == []
+    assert sent and all(request.startswith(b"POST /mcp HTTP/1.1\r\n") for request in sent)
 
 
 @pytest.mark.parametrize("era", ["ping", "minimal"])

@@ -6,6 +6,7 @@ ROUTE_NOT_FOUND = 0
 ROUTE_CONNECT = 1
 ROUTE_MCP = 2
 ROUTE_HEALTHZ = 3
+ROUTE_APP = 4  # /apps/<client-id>/mcp: an app's own resource when OAuth is on (docs/oauth.md)
 
 _EXACT = {
     b"/connect": ROUTE_CONNECT,
@@ -36,7 +37,7 @@ def origin_form(target: bytes) -> bytes:
 
 
 def route(target: bytes) -> tuple[int, bytes]:
-    """The route of a request target, and the agent token of `/mcp/<token>` (else b"")."""
+    """The route of a request target, and the token of `/mcp/<token>` or the app of `/apps/<id>/mcp` (else b"")."""
     if target[:1] != b"/":
         target = origin_form(target)
     query = target.find(b"?")
@@ -48,4 +49,8 @@ def route(target: bytes) -> tuple[int, bytes]:
         token = path[5:]
         if token and b"/" not in token:
             return ROUTE_MCP, token
+    elif path.startswith(b"/apps/") and path.endswith(b"/mcp"):
+        app_id = path[6:-4]
+        if app_id and b"/" not in app_id:
+            return ROUTE_APP, app_id
     return ROUTE_NOT_FOUND, b""

@@ -2,7 +2,7 @@
 
 cimport cython
 
-from clientmcp_fast.core.agent_checks cimport authenticate, header_text, media_accepted, over_rate
+from clientmcp_fast.core.agent_checks cimport authenticate, bearer_token, header_text, media_accepted, over_rate
 from clientmcp_fast.core.agent_context cimport Context
 from clientmcp_fast.core.agent_legacy cimport serve_legacy
 from clientmcp_fast.core.agent_modern cimport serve_modern
@@ -21,7 +21,11 @@ cdef class AgentEndpoint:
     cdef public dict _name_cache
     cdef public double agent_rate
 
-    @cython.locals(request=Request, method=bytes, body=bytes, context=Context, grant=Grant, rate=double)
+    @cython.locals(request=Request, method=bytes, grant=Grant)
     cpdef handle(self, Exchange exchange, path_token, now)
+    @cython.locals(request=Request, grant=Grant)
+    cpdef bint handle_resource(self, Exchange exchange, bytes app_id, now)
+    @cython.locals(method=bytes, body=bytes, context=Context, rate=double)
+    cpdef _serve(self, Exchange exchange, Request request, Grant grant, cors, now)
     @cython.locals(request=Request)
     cpdef _route(self, Context context, message, now)

@@ -21,6 +21,7 @@ from clientmcp_fast.core import jsonrpc
 from clientmcp_fast.core.agent_checks import (
     ALLOW,
     authenticate,
+    bearer_token,
     cors_headers,
     header_text,
     media_accepted,
@@ -34,7 +35,15 @@ from clientmcp_fast.core.agent_legacy import serve_batch, serve_legacy
 from clientmcp_fast.core.agent_modern import serve_modern
 from clientmcp_fast.core.agent_streams import LegacyStream
 from clientmcp_fast.core.counters import REFUSED_RATE
-from clientmcp_fast.core.http import ACCEPT, AUTHORIZATION, MCP_PROTOCOL_VERSION, ORIGIN, Exchange, Headers
+from clientmcp_fast.core.http import (
+    ACCEPT,
+    AUTHORIZATION,
+    MCP_PROTOCOL_VERSION,
+    ORIGIN,
+    Exchange,
+    Headers,
+    Request,
+)
 from clientmcp_fast.core.jsonrpc import (
     HEADER_MISMATCH,
     INVALID_REQUEST,
@@ -47,7 +56,7 @@ from clientmcp_fast.core.jsonrpc import (
     decode_body,
     valid_id,
 )
-from clientmcp_fast.core.tokens import Grant, TokenVerifier
+from clientmcp_fast.core.tokens import ROLE_AGENT, Grant, TokenError, TokenVerifier
 from clientmcp_fast.core.websocket import valid_utf8
 
 if TYPE_CHECKING:
@@ -115,6 +124,39 @@ class AgentEndpoint:
         )
         if grant is None:
             return
+        self._serve(exchange, request, grant, cors, now)
+
+    def handle_resource(self, exchange: Exchange, app_id: bytes, now: float) -> bool:
+        """Serve `/apps/<app_id>/mcp` to an access token for that resource; False leaves the request to OAuth.
+
+        Only what would be served goes on here; a preflight, a refused Origin and every refused
+        token are answered by net/oauth.py, with the challenge RFC 6750 §3 asks of a resource.
+        """
+        request = exchange.request
+        authorization = request.header(AUTHORIZATION)
+        if authorization is None or request.method == b"OPTIONS":
+            return False
+        origin = request.header(ORIGIN)
+        cors: Headers = ()
+        if origin is not None:
+            if not origin_allowed(self.allowed_origins, origin):
+                return False
+            cors = cors_headers(origin)
+        token = bearer_token(self._bearer_cache, authorization)
+        if token is None:
+            return False
+        try:
+            grant = self.verifier.grant(token, ROLE_AGENT, now)
+        except TokenError:
+            return False
+        if grant.resource != app_id:  # the token's app (sub) and resource (aud) are both this path's
+            return False
+        self._serve(exchange, request, grant, cors, now)
+        return True
+
+    def _serve(self, exchange: Exchange, request: Request, grant: Grant, cors: Headers, now: float) -> None:
+        """Answer a request whose token verified: its rate, method, Accept, body and era."""
+        method = request.method
         rate = self.agent_rate
         if rate > 0.0:
             wait = over_rate(grant, rate, now)

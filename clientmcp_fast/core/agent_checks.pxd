@@ -10,6 +10,7 @@ from clientmcp_fast.core.tokens cimport Grant, TokenVerifier
 
 cpdef str header_text(bytes value, dict known)
 cpdef remember_value(dict memo, bytes value, meaning)
+cpdef bearer_token(dict cache, bytes authorization)
 cpdef authenticate(TokenVerifier verifier, dict cache, exchange, authorization, path_token, cors, now,
                    EventLog events)
 @cython.locals(capacity=double, allowance=double, wait=double, seconds=Py_ssize_t)

@@ -86,11 +86,20 @@ def preflight(exchange: Exchange, origin: bytes | None, cors: Headers) -> None:
 # -- the agent token (ClientMCP v1 §4) ----------------------------------------------------------
 
 
-def _bearer_token(authorization: bytes) -> bytes:
-    """The token of an `Authorization: Bearer <token>` header; b"" for any other scheme."""
+def parse_bearer(authorization: bytes) -> bytes | None:
+    """The token of `Authorization: Bearer <token>` (RFC 6750 §2.1); None for another scheme or no token."""
     scheme, _, value = authorization.strip().partition(b" ")
     value = value.strip()
-    return value if scheme.lower() == b"bearer" else b""
+    return value if scheme.lower() == b"bearer" and value else None
+
+
+def bearer_token(cache: dict[bytes, bytes], authorization: bytes) -> bytes | None:
+    """The token of an Authorization value, each value parsed once (see `remember_value`)."""
+    token = cache.get(authorization)
+    if token is None:
+        token = parse_bearer(authorization) or b""  # b"": read, and no token
+        remember_value(cache, authorization, token)
+    return token or None
 
 
 def authenticate(
@@ -110,11 +119,7 @@ def authenticate(
     """
     token = None
     if authorization is not None:
-        token = cache.get(authorization)
-        if token is None:
-            token = _bearer_token(authorization)
-            remember_value(cache, authorization, token)
-        token = token or None
+        token = bearer_token(cache, authorization)
     if token is None and path_token:
         token = path_token
     if token is None:

@@ -20,6 +20,7 @@ cdef class Grant:
     cdef readonly double nbf
     cdef readonly object gen
     cdef readonly ToolScope scope
+    cdef readonly bytes resource
     # What the agent used of its limits: changed on every request (public).
     cdef public double allowance
     cdef public double allowance_at
@@ -32,6 +33,7 @@ cdef class TokenVerifier:
     cdef public Py_ssize_t _cache_size
     cdef public double wall_offset
     cdef public dict generations
+    cdef public str resource_prefix
 
     cpdef str verify(self, token, str role, double now, bint remember=*)
     @cython.locals(grant=Grant, skew=double, tables=dict, table=dict)

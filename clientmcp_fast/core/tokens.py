@@ -76,10 +76,28 @@ class Grant:
     verifier's bounded cache (docs/configuration.md, Agent limits).
     """
 
-    __slots__ = ("client_id", "role", "exp", "nbf", "gen", "scope", "allowance", "allowance_at", "in_flight")
+    __slots__ = (
+        "client_id",
+        "role",
+        "exp",
+        "nbf",
+        "gen",
+        "scope",
+        "resource",
+        "allowance",
+        "allowance_at",
+        "in_flight",
+    )
 
     def __init__(
-        self, client_id: str, role: str, exp: float, nbf: float, gen: int = 0, scope: ToolScope | None = None
+        self,
+        client_id: str,
+        role: str,
+        exp: float,
+        nbf: float,
+        gen: int = 0,
+        scope: ToolScope | None = None,
+        resource: bytes | None = None,
     ) -> None:
         self.client_id = client_id
         self.role = role
@@ -87,6 +105,9 @@ class Grant:
         self.nbf = nbf  # -math.inf without an nbf claim
         self.gen = gen  # 0 without a gen claim, GEN_INVALID when it is not a non-negative integer
         self.scope = scope  # None without a tools claim: every tool, as ClientMCP v1 has it
+        # The client ID, when aud names this client's own resource on the bridge (an OAuth access
+        # token, docs/oauth.md): one comparison of bytes tells a request to /apps/<id>/mcp it may go on.
+        self.resource = resource
         # The token bucket of --agent-rate: requests left at `allowance_at`; never used yet, full.
         self.allowance = 0.0
         self.allowance_at = -math.inf
@@ -141,7 +162,7 @@ def _gen_claim(claims: dict) -> int:
 class TokenVerifier:
     """Verifies tokens against every configured secret, caching signatures already checked."""
 
-    __slots__ = ("_secrets", "_cache", "_cache_size", "wall_offset", "generations")
+    __slots__ = ("_secrets", "_cache", "_cache_size", "wall_offset", "generations", "resource_prefix")
 
     def __init__(self, secrets: Sequence[bytes], *, cache_size: int = 10_000) -> None:
         if not secrets:
@@ -156,6 +177,9 @@ class TokenVerifier:
         # `tables` of core/generations.py's `Generations`, absent meaning 0): a token's gen must
         # equal its client ID's in its role. None: gen is ignored.
         self.generations: dict[str, dict[str, int]] | None = None
+        # With OAuth on, where the apps' resources are, `<issuer>/apps/`: an agent token whose aud
+        # is `<resource_prefix><sub>/mcp` is for its app's resource (Grant.resource). None: no aud is.
+        self.resource_prefix: str | None = None
 
     def verify(self, token: str | bytes, role: str, now: float, *, remember: bool = True) -> str:
         """The client ID of a valid `role` token at time `now`; raises `TokenError` otherwise.
@@ -209,6 +233,7 @@ class TokenVerifier:
             _time_claim(claims, "nbf", -math.inf),
             _gen_claim(claims),
             _tools_claim(claims) if role == ROLE_AGENT else None,
+            _resource_claim(claims, sub, self.resource_prefix),
         )
 
 
@@ -255,6 +280,13 @@ def scope_of(entries: object) -> ToolScope:
         if type(entry) is not str or _SCOPE_ENTRY.fullmatch(entry) is None:
             raise TokenError("token tools claim holds an entry that is not a tool name or a prefix*")
     return ToolScope(entries)
+
+
+def _resource_claim(claims: dict, sub: str, prefix: str | None) -> bytes | None:
+    """`sub` when the `aud` claim is exactly the URL of `sub`'s resource under `prefix`; else None."""
+    if prefix is None or claims.get("aud") != f"{prefix}{sub}/mcp":
+        return None
+    return sub.encode("ascii")  # a client ID is ASCII (CLIENT_ID_PATTERN)
 
 
 def _gen_problem(gen: int, current: int) -> str:

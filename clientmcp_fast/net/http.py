@@ -33,6 +33,7 @@ from clientmcp_fast.speedups import (
     READING_BODY,
     READING_HEAD,
     REFUSED,
+    ROUTE_APP,
     ROUTE_CONNECT,
     ROUTE_HEALTHZ,
     ROUTE_MCP,
@@ -278,8 +279,10 @@ class HttpProtocol:
                 exchange.respond(200, (TEXT_PLAIN,), b"ok")
             else:
                 self._plain(exchange, 405, "use GET", _ALLOW_GET)
+        elif kind == ROUTE_APP and self._agents.handle_resource(exchange, token, self._time()):
+            pass  # an app's resource, with the right access token: served as /mcp is (docs/oauth.md)
         else:
-            # With --oauth on, its paths (net/oauth.py); never reached by a request to /mcp.
+            # With --oauth on, its paths (net/oauth.py), and every refusal of an app's resource.
             oauth = self.server.oauth
             if oauth is None or not oauth.handle(exchange, self._time()):
                 self._plain(exchange, 404, "not found: the bridge serves /connect, /mcp and /healthz")

@@ -180,6 +180,7 @@ class Server:
             from clientmcp_fast.net.oauth import OAuthEndpoints  # only with --oauth on
 
             self.oauth = OAuthEndpoints(self)
+            self.verifier.resource_prefix = f"{self.oauth.authorization.issuer}/apps/"
 
     async def start(self) -> None:
         """Listen; `port` is the bound port afterwards (useful with port 0)."""

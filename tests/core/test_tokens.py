@@ -326,6 +326,32 @@ def test_a_token_verified_without_remembering_is_checked_every_time_and_never_ca
     assert len(decodes) == 4
 
 
+# -- the resource an OAuth access token is for (docs/oauth.md) ----------------------------------
+
+PREFIX = "https://bridge.example.com/apps/"
+
+
+@pytest.mark.parametrize(
+    "aud, prefix, resource",
+    [
+        (PREFIX + "app-1/mcp", PREFIX, b"app-1"),
+        (PREFIX + "app-1/mcp", None, None),  # OAuth off: no token is any resource's
+        (PREFIX + "app-2/mcp", PREFIX, None),  # another app's resource than its sub
+        ("https://other.example.com/apps/app-1/mcp", PREFIX, None),
+        ("HTTPS://bridge.example.com/apps/app-1/mcp", PREFIX, None),  # as minted, exactly
+        (PREFIX + "app-1/mcp/", PREFIX, None),
+        ([PREFIX + "app-1/mcp"], PREFIX, None),  # a list: no resource here takes one
+        (None, PREFIX, None),
+    ],
+)
+def test_a_grant_names_its_apps_resource_only_when_aud_is_exactly_that(aud, prefix, resource):
+    verifier = TokenVerifier([SECRET])
+    verifier.resource_prefix = prefix
+    extra = {} if aud is None else {"aud": aud}
+    token = jwt.encode({"sub": "app-1", "role": "agent", **extra}, SECRET, algorithm="HS256")
+    assert verifier.grant(token, "agent", NOW).resource == resource
+
+
 # -- ClientMCP v1 §2: other claims are ignored ------------------------------------------------
 
 

@@ -417,8 +417,11 @@ def test_a_code_or_a_refresh_token_is_no_access_token_on_mcp_either(oauth):
 
 
 def test_a_resource_path_that_is_not_an_app_is_not_found(oauth):
+    client_id = oauth.register()
+    access_token = oauth.exchange(client_id, oauth.code(client_id)).json()["access_token"]
     for path in ("/apps/a%20b/mcp", "/apps/x/mcp/extra", "/apps/x", "/apps//mcp", "/apps/x/mcp/token"):
-        assert mcp_post(oauth, path, None).status_code == 404, path
+        for token in (None, access_token):
+            assert mcp_post(oauth, path, token).status_code == 404, (path, token)
 
 
 def test_a_resource_keeps_the_origin_rules_and_preflight_of_mcp(oauth):
@@ -436,6 +439,13 @@ def test_a_resource_keeps_the_origin_rules_and_preflight_of_mcp(oauth):
         response.status_code == 401
         and "www-authenticate" in response.headers["access-control-expose-headers"].lower()
     )
+    # With its access token, the allowed Origin is served and told so; a refused one is not.
+    client_id = oauth.register()
+    access_token = oauth.exchange(client_id, oauth.code(client_id)).json()["access_token"]
+    response = mcp_post(oauth, f"/apps/{APP}/mcp", access_token, origin="http://localhost:3000")
+    assert response.status_code == 200
+    assert response.headers["access-control-allow-origin"] == "http://localhost:3000"
+    assert mcp_post(oauth, f"/apps/{APP}/mcp", access_token, origin="https://evil.example").status_code == 403
 
 
 @pytest.mark.anyio
