@@ -137,3 +137,46 @@ async def test_refusals_are_counted_by_reason_never_by_token_or_client_id(start_
         (("reason", "rate"),): 1,
         (("reason", "concurrency"),): 0,
     }
+
+
+class OneToken(Scoped):
+    """`Scoped`, whose every request carries the one token it minted: the limits count per token."""
+
+    def __init__(self, bridge: Any, tools: list[str] | None = None) -> None:
+        super().__init__(bridge, tools)  # type: ignore[arg-type]
+        self.minted = super().token("agent", "x")
+
+    def token(self, role: str, client_id: str, ttl: float = 3600) -> str:
+        return self.minted
+
+
+@pytest.mark.parametrize("ending", ["result", "app lost"])
+async def test_a_call_holds_its_place_on_the_agent_s_instance_until_it_ends(start_topology, ending):
+    """docs/configuration.md, Agent limits: a call counts on the agent's instance, forwarded or not."""
+    topology = start_topology(agent_max_calls=1)
+    agent = OneToken(topology.agent)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def held(arguments: dict[str, Any]) -> str:
+        started.set()
+        await release.wait()
+        return "held"
+
+    async with httpx2.AsyncClient(base_url=topology.agent.http_url, timeout=30) as http:
+        async with online_in(topology, "x", {"held": held, "ok": ok}):
+            first = asyncio.create_task(raw_call(http, agent, "held", False))
+            await asyncio.wait_for(started.wait(), 10)
+            over = await raw_call(http, agent, "ok", False)
+            assert over.status_code == 429 and over.headers["retry-after"] == "1"
+            assert over.json()["error"]["message"].startswith("Too many calls in flight")
+            if ending == "result":
+                release.set()
+                assert (await first).json()["result"]["content"][0]["text"] == "held"
+                after = await raw_call(http, agent, "ok", False)
+                assert after.json()["result"]["content"][0]["text"] == "ok"
+        if ending == "app lost":
+            assert (await first).json()["result"]["isError"] is True  # ended with the app
+            async with online_in(topology, "x", {"ok": ok}):
+                after = await raw_call(http, agent, "ok", False)
+                assert after.json()["result"]["content"][0]["text"] == "ok"
+    await nothing_leaks_in(topology)
