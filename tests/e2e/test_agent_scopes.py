@@ -15,7 +15,10 @@ from typing import Any
 import httpx2
 import pytest
 from agents import (
+    LIST_CHANGED,
     MODERN,
+    RawHttp,
+    bearer,
     legacy_body,
     legacy_headers,
     modern_body,
@@ -45,6 +48,7 @@ class Scoped:
         self.tools = tools
         self.mcp_url = bridge.mcp_url
         self.http_url = bridge.http_url
+        self.port = bridge.port
 
     def token(self, role: str, client_id: str, ttl: float = 3600) -> str:
         return mint(SECRET, role, client_id, ttl, time.time(), tools=self.tools)
@@ -113,6 +117,28 @@ async def test_a_hidden_tool_s_answer_is_the_bytes_of_an_unknown_tool_s(topology
             assert hidden.status_code == unknown.status_code
             assert without_date(hidden) == without_date(unknown)
             assert hidden.content == unknown.content.replace(b"nope_99", name.encode())
+    await nothing_leaks_in(topology)
+
+
+async def test_list_changed_fires_for_a_scoped_agent_when_only_hidden_tools_change(topology):
+    """docs/protocol.md, Scoped agent tokens: it only says "read the tools again", in both eras."""
+    scoped = Scoped(topology.agent, SCOPE)
+    async with online_in(topology, "x", dict.fromkeys(TOOLS, ok)) as app:
+        with await RawHttp.open(scoped) as legacy, await RawHttp.open(scoped) as modern:
+            headers = {
+                **bearer(scoped, "x"),
+                "Accept": "text/event-stream",
+                "MCP-Protocol-Version": "2025-11-25",
+            }
+            legacy.send("GET", "/mcp", headers)
+            assert (await legacy.head()).status == 200
+            listen = modern_body("subscriptions/listen", 1, {"notifications": {"toolsListChanged": True}})
+            modern.send("POST", "/mcp", modern_headers(scoped, "x", "subscriptions/listen"), listen)
+            assert (await modern.head()).status == 200
+            assert (await modern.sse_message())["method"] == "notifications/subscriptions/acknowledged"
+            app.expose("tool_99", ok)  # outside the scope: what the agent sees is unchanged
+            assert await legacy.sse_message() == LIST_CHANGED
+            assert (await modern.sse_message())["method"] == "notifications/tools/list_changed"
     await nothing_leaks_in(topology)
 
 
