@@ -319,6 +319,13 @@ def test_a_token_over_its_rate_gets_429_with_retry_after_and_another_token_is_se
     answered = [call(endpoint, other, "a", id=100 + n, modern=modern) for n in range(5)]
     assert all(not exchange.answers for exchange in answered)  # every one of them sent to the app
     assert len(call_ids(link)) == 10
+    for call_id in call_ids(link)[5:]:
+        result(channel, call_id)
+    answers = [exchange.answers[0] for exchange in answered]
+    assert [(status, json.loads(body)["id"]) for status, _, body in answers] == [
+        (200, 100 + n) for n in range(5)
+    ]
+    assert all("result" in json.loads(body) for _, _, body in answers)
     assert endpoint.bridge.counters.refusals[REFUSALS.index("rate")] == 3
 
 
