@@ -381,6 +381,38 @@ def test_a_token_at_its_calls_in_flight_gets_429_and_others_do_not(modern):
     assert endpoint.bridge.counters.refusals[REFUSALS.index("concurrency")] == 1
 
 
+def test_a_batch_counts_once_against_the_rate_and_each_of_its_calls_against_the_calls_in_flight():
+    """docs/configuration.md, Agent limits: a 2025-03-26 batch is one request; a call over, its error alone."""
+    endpoint, channel, link = online("a", agent_rate=2.0, agent_max_calls=1)
+    token = agent_token()
+    headers = {
+        b"content-type": b"application/json",
+        b"accept": b"application/json",
+        b"authorization": b"Bearer " + token.encode(),
+    }
+    elements = [
+        {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "a", "arguments": {}}}
+        for n in range(3)
+    ]
+    batch = HeadersExchange(
+        request_with_headers(b"POST", b"/mcp", headers, (), json.dumps(elements).encode(), True)
+    )
+    endpoint.handle(batch, b"", NOW)
+    assert not batch.answers  # waiting on its first call, the one the app got
+    assert len(call_ids(link)) == 1
+    result(channel, call_ids(link)[0])
+    ((status, answer_headers, body),) = batch.answers
+    assert status == 200 and b"retry-after" not in answer_headers
+    answers = json.loads(body)
+    assert [answer["id"] for answer in answers] == [0, 1, 2] and "result" in answers[0]
+    for refused in answers[1:]:
+        assert refused["error"]["code"] == -32600
+        assert refused["error"]["message"].startswith("Too many calls in flight")
+    assert endpoint.bridge.counters.refusals == [0, 0, 2]
+    # The batch took one request of the bucket's two: one more is served, the next refused.
+    assert [listed(endpoint, token)[0] for _ in range(2)] == [200, 429]
+
+
 def _saturated():
     """A token at its one call in flight, and the endpoint."""
     endpoint, channel, link = online("a", agent_max_calls=1, agent_rate=0, call_timeout=5)
