@@ -379,6 +379,7 @@ def test_a_token_at_its_calls_in_flight_gets_429_and_others_do_not(modern):
     assert all(not exchange.answers for exchange in first)
     assert len(call_ids(link)) == 3
     assert endpoint.bridge.counters.refusals[REFUSALS.index("concurrency")] == 1
+    assert sum(endpoint.bridge.counters.calls_ended) == 0  # docs/operations.md: not in clientmcp_calls_total
 
 
 def test_a_batch_counts_once_against_the_rate_and_each_of_its_calls_against_the_calls_in_flight():
