@@ -31,6 +31,10 @@ class ConfigError(Exception):
 # hold them with room for the arithmetic done on them.
 MAX_WHOLE_NUMBER = 10**12
 MAX_DURATION_DAYS = 3650
+# The smallest --agent-rate other than 0: a token over a rate waits up to 1 / rate seconds, and
+# that wait, its Retry-After, is a C integer in the compiled build; one request every 1,000 s
+# keeps it a number an agent can act on.
+MIN_AGENT_RATE = 0.001
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -75,13 +79,18 @@ def _non_negative_int(text: str) -> int:
 
 
 def _rate(text: str) -> float:
-    """A number of requests a second: 0 (off) or more, fractions allowed (`0.5`: one every 2 s)."""
+    """A number of requests a second: 0 (off), or 0.001 or more, fractions allowed (`0.5`: one every 2 s)."""
     match = re.fullmatch(r"\s*([-+]?\d+(?:\.\d+)?)\s*", text)
     if not match:
         raise ValueError(f"{text!r} is not a number of requests a second, such as 1000 or 0.5")
     value = float(match.group(1))
     if value < 0:
         raise ValueError(f"{text!r} must not be negative")
+    # A rate too small for a float reads as 0.0: its digits, not its value, say it is not 0.
+    if value < MIN_AGENT_RATE and match.group(1).lstrip("+-").strip("0.") != "":
+        raise ValueError(
+            f"{text!r} is less than the smallest rate allowed, {MIN_AGENT_RATE} (0 turns it off)"
+        )
     if value > MAX_WHOLE_NUMBER:
         raise ValueError(f"{text!r} is more than the largest number allowed, {MAX_WHOLE_NUMBER}")
     return value

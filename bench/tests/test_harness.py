@@ -293,3 +293,38 @@ def test_the_otel_harness_traces_every_call(monkeypatch):
     for _ in range(2):
         assert one().partition(b"\r\n\r\n")[0].startswith(b"HTTP/1.1 200 OK")
     assert told == ["started", "ended"] * 2
+
+
+@pytest.mark.parametrize("scope", [0, 3], ids=["unscoped", "scope 3"])
+@pytest.mark.parametrize("limits", [False, True], ids=["limits off", "limits on"])
+def test_the_scope_and_limits_harness_calls_through_them(scope, limits, monkeypatch):
+    # `--scope N`: the agent's token names N tools, `echo` the last; `--limits`: the per-token
+    # limits on at their defaults, passed by every call counted. The scoped tokens' and limits'
+    # counts are made with these (docs/benchmarks.md, Where the time goes).
+    from clientmcp_fast.core.limits import Limits
+
+    if scope:
+        monkeypatch.setenv(instructions._SCOPE_ENV, str(scope))
+    if limits:
+        monkeypatch.setenv(instructions._LIMITS_ENV, "1")
+    servers = []
+    made = instructions.observed
+    monkeypatch.setattr(
+        instructions, "observed", lambda server, *rest: servers.append(server) or made(server, *rest)
+    )
+    one = instructions.round_trip("legacy")
+    # More calls than the rate's burst of 1,000: the harness's clock keeps the bucket from running dry.
+    for _ in range(1_500 if limits else 3):
+        head, _, body = one().partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK")
+        assert body == b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]}}'
+    (server,) = servers
+    defaults = Limits()
+    expected = (defaults.agent_rate, defaults.agent_max_calls) if limits else (0, 0)
+    assert (server.agents.agent_rate, server.bridge.max_calls_per_token) == expected
+    grants = [grant for grant in server.verifier._cache.values() if grant.role == "agent"]
+    assert len(grants) == 1 and grants[0].in_flight == 0
+    if scope:
+        assert grants[0].scope.key == {"other_0", "other_1", "echo"}
+    else:
+        assert grants[0].scope is None

@@ -214,11 +214,18 @@ def test_a_hidden_tool_is_answered_byte_for_byte_as_an_unknown_one(modern):
     assert call_ids(link) == []
     counters = endpoint.bridge.counters
     assert counters.refusals[REFUSALS.index("scope")] == 1  # the hidden one only
+    assert counters.calls_ended[Outcome.UNKNOWN_TOOL] == 2  # docs/operations.md: both, as unknown_tool
 
 
 def test_an_unscoped_token_sees_every_tool_as_before():
     endpoint, _, _ = online(*TWENTY)
     assert listed(endpoint, agent_token()) == (200, TWENTY)
+
+
+def test_a_star_alone_is_the_empty_prefix_and_matches_every_tool():
+    """docs/protocol.md, Scoped agent tokens: `*` alone is a prefix like `read_*`, of nothing."""
+    endpoint, _, _ = online(*TWENTY)
+    assert listed(endpoint, agent_token(tools=["*"])) == (200, TWENTY)
 
 
 def test_a_scoped_list_of_an_offline_app_is_empty_and_one_matching_nothing_too():
@@ -297,20 +304,28 @@ def test_list_changed_still_fires_for_a_scoped_agent():
 # -- per-token limits ------------------------------------------------------------------------------
 
 
-def test_a_token_over_its_rate_gets_429_with_retry_after_and_another_token_is_served():
+@pytest.mark.parametrize("modern", [False, True], ids=["legacy", "modern"])
+def test_a_token_over_its_rate_gets_429_with_retry_after_and_another_token_is_served(modern):
     endpoint, channel, link = online("a", agent_rate=5.0, agent_max_calls=0)
     greedy, other = agent_token(ttl=3600), agent_token(ttl=3601)
-    statuses = [call(endpoint, greedy, "a", id=n).answers for n in range(8)]
+    statuses = [call(endpoint, greedy, "a", id=n, modern=modern).answers for n in range(8)]
     # The bucket holds a second of requests: five served (sent to the app), three refused.
     assert [a[0][0] if a else "sent" for a in statuses] == ["sent"] * 5 + [429] * 3
     status, headers, body = statuses[5][0]
-    assert headers[b"retry-after"] == b"1"
+    assert headers[b"retry-after"] == b"1" and headers[b"content-type"] == b"application/json"
     error = json.loads(body)
-    assert error["id"] == 5 and error["error"]["code"] == -32600
+    assert error["jsonrpc"] == "2.0" and error["id"] == 5 and error["error"]["code"] == -32600
     assert error["error"]["message"].startswith("Too many requests")
-    answered = [call(endpoint, other, "a", id=100 + n) for n in range(5)]
+    answered = [call(endpoint, other, "a", id=100 + n, modern=modern) for n in range(5)]
     assert all(not exchange.answers for exchange in answered)  # every one of them sent to the app
     assert len(call_ids(link)) == 10
+    for call_id in call_ids(link)[5:]:
+        result(channel, call_id)
+    answers = [exchange.answers[0] for exchange in answered]
+    assert [(status, json.loads(body)["id"]) for status, _, body in answers] == [
+        (200, 100 + n) for n in range(5)
+    ]
+    assert all("result" in json.loads(body) for _, _, body in answers)
     assert endpoint.bridge.counters.refusals[REFUSALS.index("rate")] == 3
 
 
@@ -332,7 +347,11 @@ def test_the_bucket_refills_with_time():
     assert [e.answers[0][0] for e in burst] == [200, 429]
 
 
-@pytest.mark.parametrize("rate, retry_after", [(0.5, b"2"), (0.1, b"10"), (3.0, b"1")])
+# 0.001 is the smallest rate the settings take (clientmcp_fast/config.py, MIN_AGENT_RATE): its
+# wait is the longest, and both twins say it alike.
+@pytest.mark.parametrize(
+    "rate, retry_after", [(0.5, b"2"), (0.4, b"3"), (0.3, b"4"), (0.1, b"10"), (3.0, b"1"), (0.001, b"1000")]
+)
 def test_retry_after_is_whole_seconds_rounded_up_and_at_least_one(rate, retry_after):
     endpoint, _, _ = online("a", agent_rate=rate)
     token = agent_token()
@@ -360,6 +379,39 @@ def test_a_token_at_its_calls_in_flight_gets_429_and_others_do_not(modern):
     assert all(not exchange.answers for exchange in first)
     assert len(call_ids(link)) == 3
     assert endpoint.bridge.counters.refusals[REFUSALS.index("concurrency")] == 1
+    assert sum(endpoint.bridge.counters.calls_ended) == 0  # docs/operations.md: not in clientmcp_calls_total
+
+
+def test_a_batch_counts_once_against_the_rate_and_each_of_its_calls_against_the_calls_in_flight():
+    """docs/configuration.md, Agent limits: a 2025-03-26 batch is one request; a call over, its error alone."""
+    endpoint, channel, link = online("a", agent_rate=2.0, agent_max_calls=1)
+    token = agent_token()
+    headers = {
+        b"content-type": b"application/json",
+        b"accept": b"application/json",
+        b"authorization": b"Bearer " + token.encode(),
+    }
+    elements = [
+        {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "a", "arguments": {}}}
+        for n in range(3)
+    ]
+    batch = HeadersExchange(
+        request_with_headers(b"POST", b"/mcp", headers, (), json.dumps(elements).encode(), True)
+    )
+    endpoint.handle(batch, b"", NOW)
+    assert not batch.answers  # waiting on its first call, the one the app got
+    assert len(call_ids(link)) == 1
+    result(channel, call_ids(link)[0])
+    ((status, answer_headers, body),) = batch.answers
+    assert status == 200 and b"retry-after" not in answer_headers
+    answers = json.loads(body)
+    assert [answer["id"] for answer in answers] == [0, 1, 2] and "result" in answers[0]
+    for refused in answers[1:]:
+        assert refused["error"]["code"] == -32600
+        assert refused["error"]["message"].startswith("Too many calls in flight")
+    assert endpoint.bridge.counters.refusals == [0, 0, 2]
+    # The batch took one request of the bucket's two: one more is served, the next refused.
+    assert [listed(endpoint, token)[0] for _ in range(2)] == [200, 429]
 
 
 def _saturated():
@@ -380,6 +432,15 @@ def test_the_slot_frees_when_the_app_answers():
 def test_the_slot_frees_when_the_agent_cancels():
     endpoint, channel, link, token, exchange = _saturated()
     exchange.hang_up()
+    assert not call(endpoint, token, "a").answers
+
+
+def test_the_slot_frees_when_the_agent_sends_notifications_cancelled():
+    endpoint, channel, link, token, exchange = _saturated()
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+    assert post(endpoint, token, cancel).answers[0][0] == 202
+    assert json.loads(exchange.answers[0][2])["error"]["code"] == -32800  # the call's own answer
+    assert [m["type"] for m in link.messages()][-1] == "cancel"
     assert not call(endpoint, token, "a").answers
 
 

@@ -15,7 +15,10 @@ from typing import Any
 import httpx2
 import pytest
 from agents import (
+    LIST_CHANGED,
     MODERN,
+    RawHttp,
+    bearer,
     legacy_body,
     legacy_headers,
     modern_body,
@@ -45,6 +48,7 @@ class Scoped:
         self.tools = tools
         self.mcp_url = bridge.mcp_url
         self.http_url = bridge.http_url
+        self.port = bridge.port
 
     def token(self, role: str, client_id: str, ttl: float = 3600) -> str:
         return mint(SECRET, role, client_id, ttl, time.time(), tools=self.tools)
@@ -116,6 +120,28 @@ async def test_a_hidden_tool_s_answer_is_the_bytes_of_an_unknown_tool_s(topology
     await nothing_leaks_in(topology)
 
 
+async def test_list_changed_fires_for_a_scoped_agent_when_only_hidden_tools_change(topology):
+    """docs/protocol.md, Scoped agent tokens: it only says "read the tools again", in both eras."""
+    scoped = Scoped(topology.agent, SCOPE)
+    async with online_in(topology, "x", dict.fromkeys(TOOLS, ok)) as app:
+        with await RawHttp.open(scoped) as legacy, await RawHttp.open(scoped) as modern:
+            headers = {
+                **bearer(scoped, "x"),
+                "Accept": "text/event-stream",
+                "MCP-Protocol-Version": "2025-11-25",
+            }
+            legacy.send("GET", "/mcp", headers)
+            assert (await legacy.head()).status == 200
+            listen = modern_body("subscriptions/listen", 1, {"notifications": {"toolsListChanged": True}})
+            modern.send("POST", "/mcp", modern_headers(scoped, "x", "subscriptions/listen"), listen)
+            assert (await modern.head()).status == 200
+            assert (await modern.sse_message())["method"] == "notifications/subscriptions/acknowledged"
+            app.expose("tool_99", ok)  # outside the scope: what the agent sees is unchanged
+            assert await legacy.sse_message() == LIST_CHANGED
+            assert (await modern.sse_message())["method"] == "notifications/tools/list_changed"
+    await nothing_leaks_in(topology)
+
+
 async def test_refusals_are_counted_by_reason_never_by_token_or_client_id(start_bridge):
     """docs/operations.md, Metrics: `clientmcp_agent_refusals_total` by `reason` alone."""
     bridge = start_bridge(metrics=("127.0.0.1", 0), agent_rate=1.0)
@@ -137,3 +163,46 @@ async def test_refusals_are_counted_by_reason_never_by_token_or_client_id(start_
         (("reason", "rate"),): 1,
         (("reason", "concurrency"),): 0,
     }
+
+
+class OneToken(Scoped):
+    """`Scoped`, whose every request carries the one token it minted: the limits count per token."""
+
+    def __init__(self, bridge: Any, tools: list[str] | None = None) -> None:
+        super().__init__(bridge, tools)  # type: ignore[arg-type]
+        self.minted = super().token("agent", "x")
+
+    def token(self, role: str, client_id: str, ttl: float = 3600) -> str:
+        return self.minted
+
+
+@pytest.mark.parametrize("ending", ["result", "app lost"])
+async def test_a_call_holds_its_place_on_the_agent_s_instance_until_it_ends(start_topology, ending):
+    """docs/configuration.md, Agent limits: a call counts on the agent's instance, forwarded or not."""
+    topology = start_topology(agent_max_calls=1)
+    agent = OneToken(topology.agent)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def held(arguments: dict[str, Any]) -> str:
+        started.set()
+        await release.wait()
+        return "held"
+
+    async with httpx2.AsyncClient(base_url=topology.agent.http_url, timeout=30) as http:
+        async with online_in(topology, "x", {"held": held, "ok": ok}):
+            first = asyncio.create_task(raw_call(http, agent, "held", False))
+            await asyncio.wait_for(started.wait(), 10)
+            over = await raw_call(http, agent, "ok", False)
+            assert over.status_code == 429 and over.headers["retry-after"] == "1"
+            assert over.json()["error"]["message"].startswith("Too many calls in flight")
+            if ending == "result":
+                release.set()
+                assert (await first).json()["result"]["content"][0]["text"] == "held"
+                after = await raw_call(http, agent, "ok", False)
+                assert after.json()["result"]["content"][0]["text"] == "ok"
+        if ending == "app lost":
+            assert (await first).json()["result"]["isError"] is True  # ended with the app
+            async with online_in(topology, "x", {"ok": ok}):
+                after = await raw_call(http, agent, "ok", False)
+                assert after.json()["result"]["content"][0]["text"] == "ok"
+    await nothing_leaks_in(topology)

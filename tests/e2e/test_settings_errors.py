@@ -38,6 +38,7 @@ TOO_LARGE = "is more than the largest number allowed, 1000000000000"
 NOT_DURATION = "is not a duration like 90s, 15m, 24h or 30d"
 TOO_LONG = "is more than the largest duration allowed, 3650d"
 NOT_RATE = "is not a number of requests a second, such as 1000 or 0.5"
+RATE_TOO_SMALL = "is less than the smallest rate allowed, 0.001 (0 turns it off)"
 
 
 def _integer_cases(option) -> list[tuple[str, str]]:
@@ -55,8 +56,10 @@ def _integer_cases(option) -> list[tuple[str, str]]:
 
 DURATION_CASES = [("soon", NOT_DURATION), ("5x", NOT_DURATION), ("-1", POSITIVE), ("-5m", POSITIVE),
                   ("0", POSITIVE), ("0s", POSITIVE), ("3651d", TOO_LONG)]  # fmt: skip
+# The last rate is 0.0 as a float, and still refused: its digits say it is not 0.
 RATE_CASES = [("abc", NOT_RATE), ("1e3", NOT_RATE), ("", NOT_RATE), ("-1", NOT_NEGATIVE), ("-0.5", NOT_NEGATIVE),
-              ("10" + "0" * 12, TOO_LARGE)]  # fmt: skip
+              ("10" + "0" * 12, TOO_LARGE), ("0.0009", RATE_TOO_SMALL),
+              ("0." + "0" * 400 + "1", RATE_TOO_SMALL)]  # fmt: skip
 CASES = (
     [(option, value, rule) for option in INTEGERS for value, rule in _integer_cases(option)]
     + [(option, value, rule) for option in DURATIONS for value, rule in DURATION_CASES]
