@@ -30,6 +30,7 @@ from clientmcp_fast.core.consent import (
 )
 from clientmcp_fast.core.directory import (
     BEAT_EVERY,
+    CLOCK_CEILING,
     DEAD_AFTER,
     MALFORMED,
     STALLED_AFTER,
@@ -757,7 +758,30 @@ def test_a_restarted_instance_s_new_connection_wins_over_its_previous_life_s(cap
 
 def test_epochs_start_above_the_start_time_and_grow_with_it():
     assert epoch_floor(NOW + 0.001) > epoch_floor(NOW) + 1000
-    assert epoch_floor(4_102_444_800.0) < MAX_INTEGER  # year 2100
+    assert epoch_floor(4_102_444_800.0) < CLOCK_CEILING  # year 2100
+
+
+@pytest.mark.parametrize("epoch", [CLOCK_CEILING + 1, MAX_INTEGER])
+def test_an_epoch_at_the_bound_leaves_room_for_the_connections_made_after_it(epoch):
+    """A holder of the secret claims an app with an epoch the bus allows, at or near its bound:
+    it may hold that client ID, as any instance may, but every app connected after it is still
+    announced within the bound and reached from the other instances."""
+    network, (a, b) = cluster()
+    for bridge in (a, b):
+        deliver(bridge.router, [1, "y", epoch, "insider", TOOLS, None, 1], NOW)
+    assert a.router.clock == b.router.clock == CLOCK_CEILING
+    channel, link = online(network, a, "app-9", "echo")
+    app = b.apps["app-9"]
+    assert type(app) is RemoteApp and app.epoch == CLOCK_CEILING + 1
+    assert a.router.dropped["malformed"] == b.router.dropped["malformed"] == 0
+    waiter = call(network, b, "app-9")
+    (sent,) = texts(link)
+    send(channel, {"type": "result", "id": sent["id"], "result": {"content": []}})
+    network.pump()
+    assert waiter.events == [("result", b'{"content":[]}', False)]
+    a.router.clock = MAX_INTEGER  # 2**32 connections later: the next ones keep the bound
+    online(network, a, "app-10", "echo")
+    assert b.apps["app-10"].epoch == MAX_INTEGER and b.router.dropped["malformed"] == 0
 
 
 def stalled_with_a_call_on_the_way():

@@ -142,7 +142,11 @@ async def test_a_bus_client_without_the_secret_can_neither_forge_nor_replay(
 
 
 async def test_signed_messages_out_of_bounds_are_dropped_and_delivery_goes_on(cluster, nats_server):
-    """A party with the secret (a buggy or hostile instance): nothing it sends ends delivery or the clock."""
+    """A party with the secret (a buggy or hostile instance): nothing it sends ends delivery or the clock.
+
+    The epoch at the bound failed before the clock had a ceiling: the app connected after it
+    got an epoch past the bound, which every other instance dropped as malformed.
+    """
     a, b = cluster()
     insider = BusAuth((SECRET,), SECRET, "insider")
     deep = b"\x91" * 5001 + b"\x01"  # one message, nested 5,000 deep
@@ -157,16 +161,25 @@ async def test_signed_messages_out_of_bounds_are_dropped_and_delivery_goes_on(cl
         for body in out_of_bounds:
             head, signed = insider.seal("clientmcp.beat", body, time.time())
             await nc.publish("clientmcp.beat", head + signed)
+        # Within the bounds, an epoch at the bound: it may claim y, as an instance may, but must
+        # not leave the connections made after it without an epoch the bus allows.
+        at_bound = msgspec.msgpack.encode([[STATE, "y", MAX_INTEGER, "insider", TOOLS, None, 1]])
+        head, signed = insider.seal("clientmcp.beat", at_bound, time.time())
+        await nc.publish("clientmcp.beat", head + signed)
         await nc.flush()
         give_up = time.monotonic() + WAIT
         while dropped(b)["malformed"] < len(out_of_bounds):
             assert time.monotonic() < give_up, dropped(b)
             await asyncio.sleep(0.05)
+        await sees(a, "y")
+        await sees(b, "y")
     assert b.call(lambda s: s.cluster.directory.clock) < MAX_INTEGER
+    assert a.call(lambda s: s.cluster.directory.clock) < MAX_INTEGER
     assert b.call(lambda s: s.cluster.directory.connected and s.cluster.nc.is_connected)
     async with online_app(a, "z", {"echo": echo}), sdk_agent(b, "z", "legacy") as agent:  # delivery goes on
         await sees(b, "z", tools=1)
         assert json.loads(text_of(await agent.call_tool("echo", {"n": 3}))) == {"n": 3}
+    assert dropped(b)["malformed"] == len(out_of_bounds)
 
 
 async def test_an_app_back_on_a_restarted_instance_is_reachable_from_the_others(cluster, nats_server):
