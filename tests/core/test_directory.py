@@ -905,6 +905,37 @@ def test_answers_to_syncs_are_sent_at_most_once_a_second_per_instance():
     assert answers() == [7, 1, 1, 1] * 2
 
 
+def test_answers_to_heartbeats_are_sent_at_most_once_a_second_per_instance():
+    """Heartbeats flooding in from one instance draw its answer once: when first heard, and when
+    heard again after it was taken as gone; a SYNC it sends meanwhile is answered when due."""
+    network, (a,) = cluster(1)
+    for index in range(3):
+        online(network, a, f"app-{index}", "echo")
+    sent = []
+    a.router.bus = type(
+        "Bus", (), {"send": lambda self, subject, message: sent.append((subject, as_sent(message)))}
+    )()
+
+    def answers():
+        return [m[0] for subject, m in sent if subject == a.router.instance_subject("x")]
+
+    for n in range(100):  # a hundred heartbeats of an instance never heard of, within a second
+        deliver(a.router, [6, "x", WIRE_VERSION], NOW + n / 1000)
+    assert answers() == [1, 1, 1]  # its states, without a SYNC: it lost nothing of ours
+    deliver(a.router, [7, "x", 1, WIRE_VERSION, True], NOW + 0.5)
+    assert answers() == [1, 1, 1]
+    a.router.on_timer(NOW + 1.0)  # the SYNC's answer, when due
+    assert answers() == [1, 1, 1, 7, 1, 1, 1]
+    for step in range(1, 17):  # x silent, a's timer running: x is taken as gone
+        a.router.on_timer(NOW + 1.0 + step / 4)
+    assert "x" not in a.router.peers and a.router.restarts == 0
+    for n in range(100):  # heard again: a SYNC and the states, once
+        deliver(a.router, [6, "x", WIRE_VERSION], NOW + 5.5 + n / 1000)
+    assert answers() == [1, 1, 1, 7, 1, 1, 1, 7, 1, 1, 1]
+    a.router.on_timer(NOW + 6.6)
+    assert answers() == [1, 1, 1, 7, 1, 1, 1, 7, 1, 1, 1]
+
+
 @pytest.mark.parametrize("phase", [0.0, 0.25, 0.5, 0.75, 0.99])
 def test_an_instance_is_taken_as_gone_two_to_three_and_a_quarter_seconds_after_it_dies(phase):
     """docs/scaling.md, Failure detection: the times stated there, whatever the phase of its last beat."""
