@@ -145,7 +145,9 @@ async def test_signed_messages_out_of_bounds_are_dropped_and_delivery_goes_on(cl
     """A party with the secret (a buggy or hostile instance): nothing it sends ends delivery or the clock.
 
     The epoch at the bound failed before the clock had a ceiling: the app connected after it
-    got an epoch past the bound, which every other instance dropped as malformed.
+    got an epoch past the bound, which every other instance dropped as malformed. The counter's
+    jump failed before the window was left behind on a jump: shifting it by 2**64 raised
+    MemoryError out of the delivery callback, and nothing was delivered after.
     """
     a, b = cluster()
     insider = BusAuth((SECRET,), SECRET, "insider")
@@ -166,6 +168,12 @@ async def test_signed_messages_out_of_bounds_are_dropped_and_delivery_goes_on(cl
         at_bound = msgspec.msgpack.encode([[STATE, "y", MAX_INTEGER, "insider", TOOLS, None, 1]])
         head, signed = insider.seal("clientmcp.beat", at_bound, time.time())
         await nc.publish("clientmcp.beat", head + signed)
+        # A header whose counter jumps to the last of 64 bits, on a sender heard before.
+        jumper = BusAuth((SECRET,), SECRET, "jumper")
+        for counter in (0, 2**64 - 2):
+            jumper._counter = counter
+            head, signed = jumper.seal("clientmcp.beat", msgspec.msgpack.encode([]), time.time())
+            await nc.publish("clientmcp.beat", head + signed)
         await nc.flush()
         give_up = time.monotonic() + WAIT
         while dropped(b)["malformed"] < len(out_of_bounds):
