@@ -390,15 +390,16 @@ class _MetricsProtocol(asyncio.Protocol):
         while transport is not None and not transport.is_closing() and not self._write_paused:
             head = self.head
             ends = [at + len(blank) for blank in (b"\r\n\r\n", b"\n\n") if (at := head.find(blank)) >= 0]
-            if not ends:
-                if len(head) > _MAX_HEAD_BYTES:
-                    self._answer(
-                        b"431 Request Header Fields Too Large", b"text/plain", b"request head too large\n"
-                    )
-                else:
-                    self._arm(_HEAD if head else _IDLE)
+            end = min(ends) if ends else None
+            # Refused whether or not it ended: one read could bring a whole head past the bound.
+            if (len(head) if end is None else end) > _MAX_HEAD_BYTES:
+                self._answer(
+                    b"431 Request Header Fields Too Large", b"text/plain", b"request head too large\n"
+                )
                 return
-            end = min(ends)
+            if end is None:
+                self._arm(_HEAD if head else _IDLE)
+                return
             self.head = head[end:]
             self._answer_request(head[:end])
 

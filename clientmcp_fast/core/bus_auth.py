@@ -93,7 +93,10 @@ class _Window:
         """Whether `counter` is new; it is remembered as taken."""
         top = self.top
         if counter > top:
-            self.bits = ((self.bits << (counter - top)) | 1) & _WINDOW_MASK
+            ahead = counter - top
+            # A jump past the window leaves nothing of it: shifting by the jump itself would cost
+            # time and memory in its size, which a signed header may set up to 2**64.
+            self.bits = ((self.bits << ahead) | 1) & _WINDOW_MASK if ahead < REPLAY_WINDOW else 1
             self.top = counter
             return True
         behind = top - counter

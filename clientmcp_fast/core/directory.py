@@ -11,12 +11,13 @@ connected here, and it tells the other instances. It keeps the membership of the
 core/forwarding.py's, and the messages on the bus core/wire.py's.
 
 Replacement (ClientMCP v1 §3.1) across instances: every connection gets an epoch from a
-Lamport clock (one above every epoch this instance has seen, and above its start time, so
-that a restarted instance's connections are newer than its previous life's); the connection with the
-highest (epoch, instance ID) holds the client ID everywhere. A connection made after an
-instance heard of another one's claim always has a higher epoch, so "newest" is the causal
-order; two made concurrently on two instances are ordered by instance ID, the same way on
-every instance, so exactly one survives and the others are closed with 4409.
+Lamport clock (one above every epoch this instance has seen, up to CLOCK_CEILING, and above
+its start time, so that a restarted instance's connections are newer than its previous
+life's); the connection with the highest (epoch, instance ID) holds the client ID
+everywhere. A connection made after an instance heard of another one's claim always has a
+higher epoch, so "newest" is the causal order; two made concurrently on two instances are
+ordered by instance ID, the same way on every instance, so exactly one survives and the
+others are closed with 4409.
 
 Ordering (docs/scaling.md, Ordering): what an instance says of its apps travels on several
 subjects, which the receiving side may apply in either order. So every STATE, GONE and SYNC
@@ -89,6 +90,12 @@ MALFORMED = "malformed"
 # A connection's epoch starts above the wall-clock milliseconds of its instance's start times
 # 2**EPOCH_SHIFT, so that a restarted instance's connections are newer than its previous life's.
 EPOCH_SHIFT = 20
+# docs/scaling.md, Bounds: an epoch heard from another instance raises the Lamport clock up to
+# this at most, so that the connections made here after it still get epochs within the bus's
+# bound: one epoch of MAX_INTEGER, signed by a holder of the secret, left every later app of
+# the instances that heard it unreadable to the others. 2**32 connections of room; the start
+# times of epoch_floor stay below it until the year 2109.
+CLOCK_CEILING = MAX_INTEGER - (1 << 32)
 
 
 def epoch_floor(wall_seconds: float) -> int:
@@ -186,7 +193,8 @@ class Directory(AppRouter):
 
     def attached(self, app: App, now: float) -> None:
         """A local connection took its client ID: claim it in the cluster with a new epoch."""
-        self.clock += 1
+        if self.clock < MAX_INTEGER:  # past CLOCK_CEILING only after 2**32 connections here
+            self.clock += 1
         epoch = self.clock
         client_id = app.client_id
         self.local[client_id] = (app, epoch)
@@ -468,8 +476,8 @@ class Directory(AppRouter):
             return  # that connection's GONE came first
         if instance not in self.peers:
             self.peers[instance] = now
-        if epoch > self.clock:
-            self.clock = epoch
+        if epoch > self.clock and self.clock < CLOCK_CEILING:
+            self.clock = min(epoch, CLOCK_CEILING)
         claim = (epoch, instance)
         current = self.claims.get(client_id)
         forwarding = self.forwarding

@@ -271,6 +271,10 @@ class NatsCluster:
         except Refused as refused:
             directory.dropped_message(refused.reason, now, f"on {subject}")
             return
+        except Exception:  # noqa: BLE001 - a header core/bus_auth.py failed to read: this message alone
+            directory.dropped_message(MALFORMED, now, f"its header raised, on {subject}")
+            logger.debug("nats: message on %s", subject, exc_info=True)
+            return
         messages, dropped = decode_batch(body)
         for detail in dropped:
             directory.dropped_message(MALFORMED, now, f"{detail}, on {subject}")

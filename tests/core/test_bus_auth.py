@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 
 import pytest
 
@@ -129,6 +130,21 @@ def test_messages_out_of_order_within_the_window_are_taken_once_and_older_ones_r
     assert reason(b, messages[1]) == "replayed"  # out of the window: refused, taken or not
     b.open("clientmcp.beat", messages[2], NOW)  # the oldest still in the window, never taken
     assert reason(b, messages[2]) == "replayed"
+
+
+@pytest.mark.parametrize("jump", [REPLAY_WINDOW, 2**40, 2**64 - 3])
+def test_a_counter_far_ahead_is_taken_at_once_and_leaves_the_window_behind(jump):
+    """A signed header may name any counter up to 2**64 - 1: a jump costs what a step does."""
+    a, b = BusAuth((SECRET,), SECRET, "a1"), BusAuth((SECRET,), SECRET, "b1")
+    first = sealed(a)
+    b.open("clientmcp.beat", first, NOW)
+    a._counter += jump
+    ahead = sealed(a)
+    started = time.perf_counter()
+    b.open("clientmcp.beat", ahead, NOW)
+    assert time.perf_counter() - started < 0.05
+    assert b._windows[b"a1"].bits < 1 << REPLAY_WINDOW
+    assert reason(b, ahead) == reason(b, first) == "replayed"
 
 
 def test_a_quiet_sender_is_forgotten_only_once_its_messages_are_stale():

@@ -30,6 +30,7 @@ from clientmcp_fast.core.consent import (
 )
 from clientmcp_fast.core.directory import (
     BEAT_EVERY,
+    CLOCK_CEILING,
     DEAD_AFTER,
     MALFORMED,
     STALLED_AFTER,
@@ -757,7 +758,30 @@ def test_a_restarted_instance_s_new_connection_wins_over_its_previous_life_s(cap
 
 def test_epochs_start_above_the_start_time_and_grow_with_it():
     assert epoch_floor(NOW + 0.001) > epoch_floor(NOW) + 1000
-    assert epoch_floor(4_102_444_800.0) < MAX_INTEGER  # year 2100
+    assert epoch_floor(4_102_444_800.0) < CLOCK_CEILING  # year 2100
+
+
+@pytest.mark.parametrize("epoch", [CLOCK_CEILING + 1, MAX_INTEGER])
+def test_an_epoch_at_the_bound_leaves_room_for_the_connections_made_after_it(epoch):
+    """A holder of the secret claims an app with an epoch the bus allows, at or near its bound:
+    it may hold that client ID, as any instance may, but every app connected after it is still
+    announced within the bound and reached from the other instances."""
+    network, (a, b) = cluster()
+    for bridge in (a, b):
+        deliver(bridge.router, [1, "y", epoch, "insider", TOOLS, None, 1], NOW)
+    assert a.router.clock == b.router.clock == CLOCK_CEILING
+    channel, link = online(network, a, "app-9", "echo")
+    app = b.apps["app-9"]
+    assert type(app) is RemoteApp and app.epoch == CLOCK_CEILING + 1
+    assert a.router.dropped["malformed"] == b.router.dropped["malformed"] == 0
+    waiter = call(network, b, "app-9")
+    (sent,) = texts(link)
+    send(channel, {"type": "result", "id": sent["id"], "result": {"content": []}})
+    network.pump()
+    assert waiter.events == [("result", b'{"content":[]}', False)]
+    a.router.clock = MAX_INTEGER  # 2**32 connections later: the next ones keep the bound
+    online(network, a, "app-10", "echo")
+    assert b.apps["app-10"].epoch == MAX_INTEGER and b.router.dropped["malformed"] == 0
 
 
 def stalled_with_a_call_on_the_way():
@@ -879,6 +903,37 @@ def test_answers_to_syncs_are_sent_at_most_once_a_second_per_instance():
     assert answers() == [7, 1, 1, 1] * 2
     a.router.on_timer(NOW + 2.5)
     assert answers() == [7, 1, 1, 1] * 2
+
+
+def test_answers_to_heartbeats_are_sent_at_most_once_a_second_per_instance():
+    """Heartbeats flooding in from one instance draw its answer once: when first heard, and when
+    heard again after it was taken as gone; a SYNC it sends meanwhile is answered when due."""
+    network, (a,) = cluster(1)
+    for index in range(3):
+        online(network, a, f"app-{index}", "echo")
+    sent = []
+    a.router.bus = type(
+        "Bus", (), {"send": lambda self, subject, message: sent.append((subject, as_sent(message)))}
+    )()
+
+    def answers():
+        return [m[0] for subject, m in sent if subject == a.router.instance_subject("x")]
+
+    for n in range(100):  # a hundred heartbeats of an instance never heard of, within a second
+        deliver(a.router, [6, "x", WIRE_VERSION], NOW + n / 1000)
+    assert answers() == [1, 1, 1]  # its states, without a SYNC: it lost nothing of ours
+    deliver(a.router, [7, "x", 1, WIRE_VERSION, True], NOW + 0.5)
+    assert answers() == [1, 1, 1]
+    a.router.on_timer(NOW + 1.0)  # the SYNC's answer, when due
+    assert answers() == [1, 1, 1, 7, 1, 1, 1]
+    for step in range(1, 17):  # x silent, a's timer running: x is taken as gone
+        a.router.on_timer(NOW + 1.0 + step / 4)
+    assert "x" not in a.router.peers and a.router.restarts == 0
+    for n in range(100):  # heard again: a SYNC and the states, once
+        deliver(a.router, [6, "x", WIRE_VERSION], NOW + 5.5 + n / 1000)
+    assert answers() == [1, 1, 1, 7, 1, 1, 1, 7, 1, 1, 1]
+    a.router.on_timer(NOW + 6.6)
+    assert answers() == [1, 1, 1, 7, 1, 1, 1, 7, 1, 1, 1]
 
 
 @pytest.mark.parametrize("phase", [0.0, 0.25, 0.5, 0.75, 0.99])

@@ -27,7 +27,7 @@ from test_observability import m, scrape
 
 from clientmcp_fast.core.bus_auth import BusAuth
 from clientmcp_fast.core.directory import DEAD_AFTER, subject_id
-from clientmcp_fast.core.wire import BEAT, MAX_INTEGER, STATE, SYNC, WIRE_VERSION
+from clientmcp_fast.core.wire import BEAT, CANCEL, MAX_INTEGER, STATE, SYNC, WIRE_VERSION, Cancel
 
 nats = pytest.importorskip("nats", reason="the cluster needs nats-py (pip install 'clientmcp-fast[nats]')")
 
@@ -142,7 +142,13 @@ async def test_a_bus_client_without_the_secret_can_neither_forge_nor_replay(
 
 
 async def test_signed_messages_out_of_bounds_are_dropped_and_delivery_goes_on(cluster, nats_server):
-    """A party with the secret (a buggy or hostile instance): nothing it sends ends delivery or the clock."""
+    """A party with the secret (a buggy or hostile instance): nothing it sends ends delivery or the clock.
+
+    The epoch at the bound failed before the clock had a ceiling: the app connected after it
+    got an epoch past the bound, which every other instance dropped as malformed. The counter's
+    jump failed before the window was left behind on a jump: shifting it by 2**64 raised
+    MemoryError out of the delivery callback, and nothing was delivered after.
+    """
     a, b = cluster()
     insider = BusAuth((SECRET,), SECRET, "insider")
     deep = b"\x91" * 5001 + b"\x01"  # one message, nested 5,000 deep
@@ -157,16 +163,60 @@ async def test_signed_messages_out_of_bounds_are_dropped_and_delivery_goes_on(cl
         for body in out_of_bounds:
             head, signed = insider.seal("clientmcp.beat", body, time.time())
             await nc.publish("clientmcp.beat", head + signed)
+        # Within the bounds, an epoch at the bound: it may claim y, as an instance may, but must
+        # not leave the connections made after it without an epoch the bus allows.
+        at_bound = msgspec.msgpack.encode([[STATE, "y", MAX_INTEGER, "insider", TOOLS, None, 1]])
+        head, signed = insider.seal("clientmcp.beat", at_bound, time.time())
+        await nc.publish("clientmcp.beat", head + signed)
+        # A header whose counter jumps to the last of 64 bits, on a sender heard before.
+        jumper = BusAuth((SECRET,), SECRET, "jumper")
+        for counter in (0, 2**64 - 2):
+            jumper._counter = counter
+            head, signed = jumper.seal("clientmcp.beat", msgspec.msgpack.encode([]), time.time())
+            await nc.publish("clientmcp.beat", head + signed)
         await nc.flush()
         give_up = time.monotonic() + WAIT
         while dropped(b)["malformed"] < len(out_of_bounds):
             assert time.monotonic() < give_up, dropped(b)
             await asyncio.sleep(0.05)
+        await sees(a, "y")
+        await sees(b, "y")
     assert b.call(lambda s: s.cluster.directory.clock) < MAX_INTEGER
+    assert a.call(lambda s: s.cluster.directory.clock) < MAX_INTEGER
     assert b.call(lambda s: s.cluster.directory.connected and s.cluster.nc.is_connected)
     async with online_app(a, "z", {"echo": echo}), sdk_agent(b, "z", "legacy") as agent:  # delivery goes on
         await sees(b, "z", tools=1)
         assert json.loads(text_of(await agent.call_tool("echo", {"n": 3}))) == {"n": 3}
+    assert dropped(b)["malformed"] == len(out_of_bounds)
+
+
+async def test_a_message_the_directory_raises_on_is_dropped_alone_and_delivery_goes_on(cluster, nats_server):
+    """The last guard of the delivery callback: should the directory raise on a message (a bug, not
+    a bound), that message is dropped and counted, and nats-py's read loop, which calls the
+    callback, goes on delivering: the rest of its batch, and everything after."""
+    a, b = cluster()
+    insider = BusAuth((SECRET,), SECRET, "insider")
+
+    def raising(message: Any, now: float, age: float) -> None:
+        raise RuntimeError("a bug in the directory")
+
+    b.call(lambda s: s.cluster.directory._handlers.__setitem__(Cancel, raising))
+    # A cancel the directory raises on, then a heartbeat in the same NATS message.
+    batch = msgspec.msgpack.encode([[CANCEL, "x", b"1", None, "insider"], [BEAT, "insider", WIRE_VERSION]])
+    async with bus_client(nats_server.url) as (nc, _):
+        head, signed = insider.seal("clientmcp.beat", batch, time.time())
+        await nc.publish("clientmcp.beat", head + signed)
+        await nc.flush()
+        give_up = time.monotonic() + WAIT
+        while dropped(b)["malformed"] < 1 or "insider" not in b.call(
+            lambda s: set(s.cluster.directory.peers)
+        ):
+            assert time.monotonic() < give_up, dropped(b)
+            await asyncio.sleep(0.05)
+    assert b.call(lambda s: s.cluster.directory.connected and s.cluster.nc.is_connected)
+    async with online_app(a, "z", {"echo": echo}), sdk_agent(b, "z", "legacy") as agent:  # delivery goes on
+        await sees(b, "z", tools=1)
+        assert json.loads(text_of(await agent.call_tool("echo", {"n": 4}))) == {"n": 4}
 
 
 async def test_an_app_back_on_a_restarted_instance_is_reachable_from_the_others(cluster, nats_server):

@@ -469,6 +469,11 @@ def test_the_cluster_demo_serves_apps_and_agents_through_one_port():
         tokens = dict(re.findall(r"^(client|agent) token: (\S+)$", printed, re.M))
         folder = Path(re.search(r"naming the instance of each request: (\S+)", printed).group(1))
         assert len(instances) == 3 and set(tokens) == {"client", "agent"}
+        # Its nats-server asks for the demo's password (docs/scaling.md, Threat model).
+        nats_port = int(
+            re.search(r"joined through nats-server \(127\.0\.0\.1:(\d+), with a password", printed).group(1)
+        )
+        assert "Authorization Violation" in _nats_refusal(f"nats://127.0.0.1:{nats_port}")
         through = _Through(port, tokens)
         children = psutil.Process(demo.pid).children()
         assert len(children) == 5  # nats-server, three bridges, nginx
@@ -507,6 +512,23 @@ def test_the_cluster_demo_serves_apps_and_agents_through_one_port():
         demo.wait(10)
         demo.stdout.close()
         demo.stderr.close()
+
+
+def _nats_refusal(url: str) -> str:
+    """Why a client with no credentials is not let onto the NATS server at `url` ("accepted" if it is)."""
+    import asyncio
+
+    import nats
+
+    async def connect() -> str:
+        try:
+            nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2)
+        except Exception as error:  # noqa: BLE001 - nats-py's refusal, whatever its class
+            return str(error)
+        await nc.close()
+        return "accepted"
+
+    return asyncio.run(connect())
 
 
 # -- the cluster demo's supervisor, without starting anything -------------------------------------

@@ -126,6 +126,21 @@ def test_a_metrics_connection_is_closed_by_the_timeout_of_its_phase(metered, pha
     assert 0.7 <= took <= 1.6, f"closed after {took:.2f} s"
 
 
+@pytest.mark.parametrize("ended", [False, True], ids=["still coming", "ended in one write"])
+def test_a_metrics_request_head_over_8_kib_is_431_and_closed(metered, ended):
+    """docs/limits.md: a head past 8 KiB is answered 431 and the connection closed, however it comes."""
+    bridge, port = metered()
+    head = SCRAPE[:-2] + b"X-Padding: " + b"a" * 8192 + b"\r\n" + (b"\r\n" if ended else b"")
+    with RawHttp(port) as conn:
+        conn.send(head)
+        response = conn.read_response()
+        assert response.status == 431 and response.header("connection") == "close", response
+        conn.assert_closed(timeout=5)
+    with RawHttp(port) as conn:  # one just under the bound is served
+        conn.send(SCRAPE[:-2] + b"X-Padding: " + b"a" * 7000 + b"\r\n\r\n")
+        assert conn.read_response().status == 200
+
+
 def test_the_main_port_serves_while_the_metrics_port_is_flooded(metered, sockets):
     """docs/reliability.md row 6b: idle connections to the metrics port leave descriptors to agents and apps."""
     limit = 160
