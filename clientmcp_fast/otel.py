@@ -273,7 +273,8 @@ class OtelCallTracing(CallTracing):
             call.span = span
             carrier: dict[str, str] = {}
             self._propagator.inject(carrier, self._in_context(span))
-            call.traceparent = carrier.get("traceparent")
+            traceparent = carrier.get("traceparent")
+            call.traceparent = None if traceparent is None else traceparent.encode("ascii")
             call.tracestate = carrier.get("tracestate")
         except Exception:
             call.span = _NO_SPAN
@@ -300,7 +301,7 @@ class OtelCallTracing(CallTracing):
         """Start the call's span, a child of the agent's context when the call carries one."""
         parent = self._root
         if call.traceparent is not None:
-            carrier = {"traceparent": call.traceparent}
+            carrier = {"traceparent": call.traceparent.decode("ascii")}
             if call.tracestate is not None:
                 carrier["tracestate"] = call.tracestate
             parent = self._propagator.extract(carrier, self._root)

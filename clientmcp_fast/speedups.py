@@ -99,6 +99,7 @@ jsonrpc_result = splice.jsonrpc_result
 complete_result = splice.complete_result
 json_member = splice.json_member
 call_message = splice.call_message
+traced_call_message = splice.traced_call_message
 result_shape = splice.result_shape
 array_length = splice.array_length
 
@@ -117,6 +118,7 @@ __all__ = [
     "complete_result",
     "json_member",
     "call_message",
+    "traced_call_message",
     "result_shape",
     "array_length",
     "EXACT_PING",

@@ -34,6 +34,7 @@ from clientmcp_fast._speedups import splice as compiled_splice  # noqa: E402
 from clientmcp_fast.core.http import KNOWN_NAMES, MCP_SESSION_ID, Request
 
 MAX = 4 * 1024 * 1024
+TRACEPARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 def test_live_implementation_is_the_one_asked_for():
@@ -248,6 +249,12 @@ def test_splice_twins_agree(value):
         assert pure_splice.call_message(b"12", b"echo", given) == compiled_splice.call_message(
             b"12", b"echo", given
         )
+        for state in (b"", b'"a=say \\"hi\\""'):
+            traced = [
+                twin.traced_call_message(b"12", b"echo", given, TRACEPARENT, state)
+                for twin in (pure_splice, compiled_splice)
+            ]
+            assert traced[0] == traced[1]
 
 
 @pytest.mark.parametrize("splice", [pure_splice, compiled_splice], ids=["pure", "compiled"])
@@ -275,6 +282,23 @@ def test_splice_makes_what_it_says(splice):
     assert result == b'{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete", "content" : [ ] }}'
     call = splice.call_message(b"9", b"echo", _as_raw(b'{"text":"hi"}'))
     assert call == b'{"type":"call","id":"9","name":"echo","arguments":{"text":"hi"}}'
+    call = splice.traced_call_message(b"9", b"echo", _as_raw(b"{}"), TRACEPARENT, b"")
+    assert json.loads(call) == {
+        "type": "call",
+        "id": "9",
+        "name": "echo",
+        "arguments": {},
+        "traceparent": TRACEPARENT.decode(),
+    }
+    call = splice.traced_call_message(b"9", b"echo", b'{"a":1}', TRACEPARENT, b'"k=\\"v\\""')
+    assert json.loads(call) == {
+        "type": "call",
+        "id": "9",
+        "name": "echo",
+        "arguments": {"a": 1},
+        "traceparent": TRACEPARENT.decode(),
+        "tracestate": 'k="v"',
+    }
     with pytest.raises(TypeError):
         splice.jsonrpc_result(None, b"{}")
     with pytest.raises(TypeError):

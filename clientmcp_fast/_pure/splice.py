@@ -18,6 +18,8 @@ COMPLETE_OPEN = b'{"resultType":"complete",'
 CALL_HEAD = b'{"type":"call","id":"'
 CALL_NAME = b'","name":"'
 CALL_ARGUMENTS = b'","arguments":'
+TRACEPARENT_MEMBER = b',"traceparent":"'
+TRACESTATE_MEMBER = b'","tracestate":'
 
 
 class _NotText:
@@ -90,6 +92,30 @@ def complete_result(id_json: bytes, result: bytes) -> bytes:
 def call_message(call_id: bytes, name: bytes, arguments: bytes) -> bytes:
     """A `call` for the app; `call_id` and `name` (a registered tool name) never need escaping."""
     return b"".join((CALL_HEAD, call_id, CALL_NAME, name, CALL_ARGUMENTS, arguments, b"}"))
+
+
+def traced_call_message(
+    call_id: bytes, name: bytes, arguments: bytes, traceparent: bytes, tracestate: bytes
+) -> bytes:
+    """A `call` with the trace context members (docs/protocol.md, Trace context).
+
+    `traceparent` is a checked one (hex and dashes: nothing to escape); `tracestate` a JSON
+    string, or b"" for none.
+    """
+    close = (TRACESTATE_MEMBER, tracestate, b"}") if tracestate else (b'"}',)
+    return b"".join(
+        (
+            CALL_HEAD,
+            call_id,
+            CALL_NAME,
+            name,
+            CALL_ARGUMENTS,
+            arguments,
+            TRACEPARENT_MEMBER,
+            traceparent,
+            *close,
+        )
+    )
 
 
 class _ResultShape(msgspec.Struct, gc=False):

@@ -23,6 +23,10 @@ cdef bytes _COMPLETE_OPEN = twin.COMPLETE_OPEN
 cdef bytes _CALL_HEAD = twin.CALL_HEAD
 cdef bytes _CALL_NAME = twin.CALL_NAME
 cdef bytes _CALL_ARGUMENTS = twin.CALL_ARGUMENTS
+cdef bytes _TRACEPARENT_MEMBER = twin.TRACEPARENT_MEMBER
+cdef bytes _TRACESTATE_MEMBER = twin.TRACESTATE_MEMBER
+cdef bytes _QUOTE_BRACE = b'"}'
+cdef bytes _BRACE = b"}"
 cdef object _NOT_TEXT = twin.NOT_TEXT
 cdef object _UNSET = msgspec.UNSET
 cdef int SHAPE_BAD = twin.SHAPE_BAD
@@ -125,6 +129,35 @@ def complete_result(bytes id_json not None, object result):
 def call_message(bytes call_id not None, bytes name not None, object arguments):
     """A `call` for the app; `call_id` and `name` (a registered tool name) never need escaping."""
     return _spliced(_CALL_HEAD, call_id, _CALL_NAME, name, _CALL_ARGUMENTS, arguments)
+
+
+def traced_call_message(
+    bytes call_id not None, bytes name not None, object arguments, bytes traceparent not None, bytes tracestate not None
+):
+    """A `call` with the trace context members (docs/protocol.md, Trace context).
+
+    `traceparent` is a checked one (hex and dashes: nothing to escape); `tracestate` a JSON
+    string, or b"" for none.
+    """
+    cdef Py_buffer view
+    cdef char* at
+    cdef bytes before_close = _TRACESTATE_MEMBER if PyBytes_GET_SIZE(tracestate) else b""
+    cdef bytes close = _BRACE if PyBytes_GET_SIZE(tracestate) else _QUOTE_BRACE
+    PyObject_GetBuffer(arguments, &view, PyBUF_SIMPLE)
+    try:
+        message = PyBytes_FromStringAndSize(
+            NULL,
+            PyBytes_GET_SIZE(_CALL_HEAD) + PyBytes_GET_SIZE(call_id) + PyBytes_GET_SIZE(_CALL_NAME)
+            + PyBytes_GET_SIZE(name) + PyBytes_GET_SIZE(_CALL_ARGUMENTS) + view.len
+            + PyBytes_GET_SIZE(_TRACEPARENT_MEMBER) + PyBytes_GET_SIZE(traceparent)
+            + PyBytes_GET_SIZE(before_close) + PyBytes_GET_SIZE(tracestate) + PyBytes_GET_SIZE(close),
+        )
+        at = _put(_put(_put(_put(_put(PyBytes_AS_STRING(message), _CALL_HEAD), call_id), _CALL_NAME), name), _CALL_ARGUMENTS)
+        memcpy(at, <char*>view.buf, view.len)
+        _put(_put(_put(_put(_put(at + view.len, _TRACEPARENT_MEMBER), traceparent), before_close), tracestate), close)
+        return message
+    finally:
+        PyBuffer_Release(&view)
 
 
 # -- a result's shape ------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from clientmcp_fast.core.tokens cimport Grant, TokenVerifier
 from clientmcp_fast.core.tracing cimport CallTracing
 
 
-cpdef bytes with_trace(bytes message, str traceparent, tracestate)
 
 
 cdef class Bridge:
@@ -39,7 +38,7 @@ cdef class Bridge:
 
     cpdef complete(self, Call call, result, Py_ssize_t shape, double now)
     cpdef fail(self, Call call, outcome, double now, text=*)
-    @cython.locals(grant=Grant)
+    @cython.locals(grant=Grant, traceparent=bytes)
     cpdef start_call(self, app, tool, arguments, Call call, now)
     cpdef abandon(self, Call call, double now)
     cpdef refused_call(self, Call call, Py_ssize_t outcome)

@@ -23,7 +23,7 @@ from clientmcp_fast.core.progress import Report
 from clientmcp_fast.core.register import EMPTY_TOOLSET, Tool, ToolSet
 from clientmcp_fast.core.tokens import TokenVerifier
 from clientmcp_fast.core.tracing import CallTracing
-from clientmcp_fast.speedups import SHAPE_ERROR, SHAPE_TYPED, call_message
+from clientmcp_fast.speedups import SHAPE_ERROR, SHAPE_TYPED, call_message, traced_call_message
 
 if TYPE_CHECKING:
     import msgspec
@@ -37,24 +37,6 @@ NOTIFICATION_KEEPALIVE_SECONDS = 15.0
 # slow, and one of these is read per call.
 _RESULT = Outcome.RESULT
 _TOOL_ERROR = Outcome.TOOL_ERROR
-
-
-def with_trace(message: bytes, traceparent: str, tracestate: str | None) -> bytes:
-    """A `call` message with the call's trace context members (docs/protocol.md, Trace context)."""
-    # A checked traceparent is hex and dashes (core/tracing.py): nothing to escape. W3C allows
-    # quotes and backslashes in a tracestate's values, so it is encoded as JSON.
-    if tracestate is None:
-        return b"".join((message[:-1], b',"traceparent":"', traceparent.encode(), b'"}'))
-    return b"".join(
-        (
-            message[:-1],
-            b',"traceparent":"',
-            traceparent.encode(),
-            b'","tracestate":',
-            encode_json(tracestate),
-            b"}",
-        )
-    )
 
 
 class NotificationStream(Protocol):
@@ -259,9 +241,14 @@ class Bridge:
         tracing = self.tracing
         if tracing is not None:
             tracing.started(call)
-        message = call_message(call.id.encode(), tool.wire_name, arguments)
-        if call.traceparent is not None and app.toolset.trace:
-            message = with_trace(message, call.traceparent, call.tracestate)
+        traceparent = call.traceparent
+        if traceparent is not None and app.toolset.trace:
+            # W3C allows quotes and backslashes in a tracestate's values: it goes as a JSON string.
+            tracestate = call.tracestate
+            state = b"" if tracestate is None else encode_json(tracestate)
+            message = traced_call_message(call.id.encode(), tool.wire_name, arguments, traceparent, state)
+        else:
+            message = call_message(call.id.encode(), tool.wire_name, arguments)
         if len(message) > MAX_MESSAGE_BYTES:
             self.fail(call, Outcome.TOO_LARGE, now)
             return False

@@ -17,7 +17,7 @@ cdef class Call:
     cdef public object tool
     cdef public bint modern
     cdef public bint logged
-    cdef public object traceparent
+    cdef public bytes traceparent
     cdef public object tracestate
     cdef public object span
     cdef public object progress

@@ -71,7 +71,7 @@ class Call:
         self.logged = True
         # W3C trace context for the app (docs/protocol.md, Trace context): the agent's, or the
         # bridge's own span's when it traces (core/tracing.py); None when there is none.
-        self.traceparent: str | None = None
+        self.traceparent: bytes | None = None
         self.tracestate: str | None = None
         self.span: object = None  # the tracer's, when the bridge traces
         # Where the app's progress reports go (core/progress.py); None when nobody asked for them.

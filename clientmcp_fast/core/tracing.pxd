@@ -8,11 +8,11 @@ cimport cython
 cdef Py_ssize_t TRACEPARENT_CHARS, MAX_TRACEPARENT_CHARS
 
 @cython.locals(length=Py_ssize_t, data=bytes, chars=cython.p_uchar, version=int)
-cpdef valid_traceparent(value)
-@cython.locals(index=Py_ssize_t, byte=cython.uchar)
-cdef bint _hex(const unsigned char* chars, Py_ssize_t start, Py_ssize_t end)
-@cython.locals(index=Py_ssize_t)
-cdef bint _zeros(const unsigned char* chars, Py_ssize_t start, Py_ssize_t end)
+cpdef bytes valid_traceparent(value)
+cdef bytes _LOWER_HEX
+
+@cython.locals(index=Py_ssize_t, byte=cython.uchar, other=cython.uchar, table=cython.p_uchar)
+cdef int _hex_id(const unsigned char* chars, Py_ssize_t start, Py_ssize_t end)
 
 
 cdef class CallTracing:

@@ -30,50 +30,56 @@ _TRACESTATE_MEMBER = re.compile(
 )
 
 
-def valid_traceparent(value: object) -> str | None:
-    """`value` if it is a W3C traceparent the bridge may forward (a later version cut to 55 characters); else None."""
-    if type(value) is not str:
+def valid_traceparent(value: object) -> bytes | None:
+    """The bytes of `value` (a header's bytes or `_meta`'s string) if it is a W3C traceparent to forward; else None.
+
+    A later version's value is cut to its first 55 characters, which a version-00 reader keeps.
+    """
+    if type(value) is bytes:
+        data = value
+    elif type(value) is str:
+        if not value.isascii():
+            return None
+        data = value.encode("ascii")
+    else:
         return None
-    length = len(value)
-    if length < TRACEPARENT_CHARS or length > MAX_TRACEPARENT_CHARS or not value.isascii():
+    length = len(data)
+    if length < TRACEPARENT_CHARS or length > MAX_TRACEPARENT_CHARS:
         return None
     # The first 55 bytes (compiled, C loops over the bytes): dashes at 2, 35 and 52, lowercase
     # hex between them, and neither id all zeros.
-    data = value.encode("ascii")
     chars = data  # compiled, a C pointer to the bytes: no object is made per byte
     if chars[2] != 0x2D or chars[35] != 0x2D or chars[52] != 0x2D:  # "-"
         return None
-    if not (_hex(chars, 0, 2) and _hex(chars, 53, 55)):
+    if _hex_id(chars, 0, 2) < 0 or _hex_id(chars, 53, 55) < 0:
         return None
-    if not (_hex(chars, 3, 35) and _hex(chars, 36, 52)):
-        return None
-    if _zeros(chars, 3, 35) or _zeros(chars, 36, 52):
+    if _hex_id(chars, 3, 35) <= 0 or _hex_id(chars, 36, 52) <= 0:
         return None
     version = chars[0] << 8 | chars[1]
     if version == 0x3030:  # "00"
-        return value if length == TRACEPARENT_CHARS else None  # version 00 has exactly four fields
+        return data if length == TRACEPARENT_CHARS else None  # version 00 has exactly four fields
     if version == 0x6666:  # "ff" is invalid
         return None
     if length == TRACEPARENT_CHARS:
-        return value
-    return value[:TRACEPARENT_CHARS] if chars[TRACEPARENT_CHARS] == 0x2D else None
+        return data
+    # A later version: its own fields follow a dash; what is forwarded is the first 55 bytes.
+    return data[:TRACEPARENT_CHARS] if chars[TRACEPARENT_CHARS] == 0x2D and data.isascii() else None
 
 
-def _hex(chars: bytes, start: int, end: int) -> bool:
-    """Whether the bytes from `start` to `end` are all lowercase hex digits."""
+# 1 for each lowercase hex digit's byte, 0 for every other byte.
+_LOWER_HEX = bytes(int(chr(byte) in "0123456789abcdef") for byte in range(256))
+
+
+def _hex_id(chars: bytes, start: int, end: int) -> int:
+    """-1 unless the bytes from `start` to `end` are lowercase hex; else 0 when all are `0` (an invalid id), 1."""
+    table = _LOWER_HEX  # compiled, a C pointer: one load per byte
+    other = 0  # any bit of a byte that is not "0"
     for index in range(start, end):
         byte = chars[index]
-        if not (0x30 <= byte <= 0x39 or 0x61 <= byte <= 0x66):  # 0-9, a-f
-            return False
-    return True
-
-
-def _zeros(chars: bytes, start: int, end: int) -> bool:
-    """Whether the bytes from `start` to `end` are all `0`: an id W3C calls invalid."""
-    for index in range(start, end):
-        if chars[index] != 0x30:
-            return False
-    return True
+        if not table[byte]:
+            return -1
+        other |= byte ^ 0x30
+    return 1 if other else 0
 
 
 def valid_tracestate(value: object) -> str | None:

@@ -42,12 +42,19 @@ assert len(AT_THE_BOUND) == MAX_TRACESTATE_CHARS
         (PARENT.replace("-", "_"), None),
         (" " + PARENT, None),
         ("cc" + PARENT[2:] + "-" + "x" * 500, None),  # longer than the 512 read at most
+        ("cc" + PARENT[2:] + "-é", None),  # a later version's fields are ASCII too
+        (PARENT[:-2] + "é", None),
         (55, None),
         (None, None),
+        (bytearray(PARENT.encode()), None),  # a header's value is bytes, `_meta`'s a string
     ],
 )
 def test_traceparent(value, kept):
-    assert valid_traceparent(value) == kept
+    """Its bytes are kept, whether a header's bytes or `_meta`'s string held it."""
+    expected = None if kept is None else kept.encode("ascii")
+    assert valid_traceparent(value) == expected
+    if type(value) is str:
+        assert valid_traceparent(value.encode("utf-8")) == expected
 
 
 @pytest.mark.parametrize(
@@ -88,7 +95,7 @@ class RecordingTracing(CallTracing):
     def started(self, call) -> None:
         self.told.append(("started", call.traceparent))
         call.span = "span"
-        call.traceparent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+        call.traceparent = b"00-" + b"1" * 32 + b"-" + b"2" * 16 + b"-01"
         call.tracestate = None
 
     def ended(self, call, outcome) -> None:
@@ -107,13 +114,13 @@ def test_the_tracer_hears_each_call_and_its_context_reaches_an_app_that_asked():
     channel, link = connect(bridge)
     register(channel, tool("work"), trace=True)
     call = RecordingWaiter()
-    call.traceparent = PARENT
+    call.traceparent = PARENT.encode()
     bridge.start_call(channel, channel.toolset.tools["work"], b"{}", call, NOW)
     sent = link.messages()[-1]
     assert sent["traceparent"] == "00-" + "1" * 32 + "-" + "2" * 16 + "-01" and "tracestate" not in sent
     channel.calls.pop(call.id)
     bridge.fail(call, Outcome.DISCONNECTED, NOW)
-    assert tracing.told == [("started", PARENT), ("ended", "span", Outcome.DISCONNECTED)]
+    assert tracing.told == [("started", PARENT.encode()), ("ended", "span", Outcome.DISCONNECTED)]
 
 
 def test_a_refused_call_is_ended_without_being_started():
@@ -129,7 +136,7 @@ def test_without_a_tracer_the_agents_context_goes_as_sent_with_a_tracestate_esca
     channel, link = connect(bridge)
     register(channel, tool("work"), trace=True)
     call = RecordingWaiter()
-    call.traceparent, call.tracestate = PARENT, 'a=say "hi"'
+    call.traceparent, call.tracestate = PARENT.encode(), 'a=say "hi"'
     bridge.start_call(channel, channel.toolset.tools["work"], b'{"q":1}', call, NOW)
     assert link.messages()[-1] == {
         "type": "call",
@@ -146,6 +153,6 @@ def test_an_app_that_did_not_ask_gets_the_v1_call():
     channel, link = connect(bridge)
     register(channel, tool("work"))
     call = RecordingWaiter()
-    call.traceparent = PARENT
+    call.traceparent = PARENT.encode()
     bridge.start_call(channel, channel.toolset.tools["work"], b"{}", call, NOW)
     assert set(json.loads(link.texts()[-1])) == {"type", "id", "name", "arguments"}

@@ -44,7 +44,7 @@ from tests.core.fakes import (
 
 AGENT_TRACE = "0af7651916cd23a7a0a8b0a5a0a8b0a5"
 AGENT_SPAN = "b7ad6b7169203331"
-AGENT_TRACEPARENT = f"00-{AGENT_TRACE}-{AGENT_SPAN}-01"
+AGENT_TRACEPARENT = f"00-{AGENT_TRACE}-{AGENT_SPAN}-01".encode()  # a call holds its bytes
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def a_tool(name: str = "add_todo") -> Tool:
 
 
 def agent_call(
-    traceparent: str | None = AGENT_TRACEPARENT,
+    traceparent: bytes | None = AGENT_TRACEPARENT,
     tracestate: str | None = None,
     *,
     modern: bool = False,
@@ -111,7 +111,7 @@ class TestSpanOfACall:
         call = agent_call(tracestate="vendor=value,other=1")
         tracing.started(call)
         assert valid_traceparent(call.traceparent) == call.traceparent
-        version, trace_id, span_id, flags = call.traceparent.split("-")
+        version, trace_id, span_id, flags = call.traceparent.decode().split("-")
         assert (version, trace_id, flags) == ("00", AGENT_TRACE, "01")
         assert span_id != AGENT_SPAN
         assert call.tracestate == "vendor=value,other=1"  # carried through, as W3C asks of a participant
@@ -163,7 +163,7 @@ class TestSpanOfACall:
         tracing.ended(call, Outcome.RESULT)
         span = only_span(exporter)
         assert span.parent is None
-        assert call.traceparent is not None and f"{span.context.trace_id:032x}" in call.traceparent
+        assert call.traceparent is not None and f"{span.context.trace_id:032x}".encode() in call.traceparent
 
     def test_a_call_no_agent_posted_here_has_no_request_id(self, spans):
         tracing, exporter = spans
