@@ -70,9 +70,9 @@ binary:
 # Both passes include the conformance suite, the TypeScript SDK agents and Autobahn: they drive
 # the frame parser and routing whose two twins the passes select (about a minute a pass). Then
 # the frozen builds: the image's filesystem and dist/clientmcp, each run from its own root, and
-# the command-line tests (revoke's too) again against dist/clientmcp. The arm64 image, built and
-# run under qemu, is `make test-arm64`, apart for now (docs/deployment.md, The arm64 image).
-test: test-compiled test-pure test-container
+# the command-line tests (revoke's too) again against dist/clientmcp. Last, the arm64 image,
+# built and run under qemu (docs/deployment.md, The arm64 image).
+test: test-compiled test-pure test-container test-arm64
 
 # What the machine must have, checked in a second before any setup or download. As root on Debian,
 # the missing packages are installed first, in one apt-get call; otherwise they are listed.
@@ -91,7 +91,7 @@ test-container: prerequisites $(STAMP) image binary
 
 # The image for linux/arm64, built here under qemu, and run from its filesystem under qemu as
 # tests/container runs the machine's own (tests/container/test_arm64.py); part of `make test`,
-# as both fit in 25 minutes from nothing (docs/deployment.md, The arm64 image).
+# as building and checking it fit in 25 minutes from nothing (docs/deployment.md, The arm64 image).
 ARM64_IMAGE ?= clientmcp-arm64
 
 test-arm64: prerequisites $(STAMP)

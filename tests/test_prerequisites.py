@@ -30,9 +30,10 @@ COMMANDS = {
     "nginx": "nginx is missing",
     "caddy": "caddy is missing",
     "systemd-analyze": "systemd-analyze is missing",
+    "qemu-aarch64-static": "qemu-aarch64-static is missing",
 }
 # The Debian package of each command whose package is named otherwise.
-PACKAGES = {"nginx": "nginx-light", "systemd-analyze": "systemd"}
+PACKAGES = {"nginx": "nginx-light", "systemd-analyze": "systemd", "qemu-aarch64-static": "qemu-user-static"}
 SYSTEM_PATH = os.environ["PATH"].split(os.pathsep) + ["/usr/sbin", "/sbin"]
 
 
