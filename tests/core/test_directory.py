@@ -882,7 +882,8 @@ def test_a_call_that_arrives_past_its_timeout_is_dropped():
     assert [m["type"] for m in texts(link)] == ["call"]
 
 
-def test_answers_to_syncs_are_sent_at_most_once_a_second_per_instance():
+def answering_instance():
+    """An instance holding three apps, its bus recording what it sends; and the kinds it sent to instance "x"."""
     network, (a,) = cluster(1)
     for index in range(3):
         online(network, a, f"app-{index}", "echo")
@@ -890,12 +891,17 @@ def test_answers_to_syncs_are_sent_at_most_once_a_second_per_instance():
     a.router.bus = type(
         "Bus", (), {"send": lambda self, subject, message: sent.append((subject, as_sent(message)))}
     )()
-    for seq in range(1, 101):  # a hundred SYNCs asking for an answer within a second
-        deliver(a.router, [7, "x", seq, WIRE_VERSION, True], NOW + seq / 1000)
 
     def answers():
         return [m[0] for subject, m in sent if subject == a.router.instance_subject("x")]
 
+    return a, answers
+
+
+def test_answers_to_syncs_are_sent_at_most_once_a_second_per_instance():
+    a, answers = answering_instance()
+    for seq in range(1, 101):  # a hundred SYNCs asking for an answer within a second
+        deliver(a.router, [7, "x", seq, WIRE_VERSION, True], NOW + seq / 1000)
     assert answers() == [7, 1, 1, 1]  # one answer: a SYNC and the three states
     a.router.on_timer(NOW + 0.5)
     assert answers() == [7, 1, 1, 1]
@@ -908,17 +914,7 @@ def test_answers_to_syncs_are_sent_at_most_once_a_second_per_instance():
 def test_answers_to_heartbeats_are_sent_at_most_once_a_second_per_instance():
     """Heartbeats flooding in from one instance draw its answer once: when first heard, and when
     heard again after it was taken as gone; a SYNC it sends meanwhile is answered when due."""
-    network, (a,) = cluster(1)
-    for index in range(3):
-        online(network, a, f"app-{index}", "echo")
-    sent = []
-    a.router.bus = type(
-        "Bus", (), {"send": lambda self, subject, message: sent.append((subject, as_sent(message)))}
-    )()
-
-    def answers():
-        return [m[0] for subject, m in sent if subject == a.router.instance_subject("x")]
-
+    a, answers = answering_instance()
     for n in range(100):  # a hundred heartbeats of an instance never heard of, within a second
         deliver(a.router, [6, "x", WIRE_VERSION], NOW + n / 1000)
     assert answers() == [1, 1, 1]  # its states, without a SYNC: it lost nothing of ours
