@@ -138,6 +138,46 @@ async def nothing_leaks_in(topology: Any) -> None:
 
 
 @contextlib.asynccontextmanager
+async def answering_app(
+    bridge: Any,
+    client_id: str,
+    register: dict[str, Any],
+    answer: Callable[[websockets.ClientConnection, dict[str, Any]], Awaitable[None]],
+    ssl: Any = None,
+) -> AsyncIterator[websockets.ClientConnection]:
+    """An app on the bare `websockets` library: sends `register`, then runs `answer(ws, call)` for each call."""
+    token = bridge.token("client", client_id)
+    async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", token], ssl=ssl) as ws:
+        await ws.send(json.dumps(register))
+        assert json.loads(await asyncio.wait_for(ws.recv(), WAIT)) == {"type": "registered"}
+
+        async def answered(call: dict[str, Any]) -> None:
+            with contextlib.suppress(websockets.ConnectionClosed):
+                await answer(ws, call)
+
+        async def serve_calls() -> None:
+            with contextlib.suppress(websockets.ConnectionClosed):
+                async for message in ws:
+                    call = json.loads(message)
+                    if call.get("type") == "call":
+                        asyncio.ensure_future(answered(call))
+
+        answering = asyncio.create_task(serve_calls())
+        try:
+            yield ws
+        finally:
+            answering.cancel()
+
+
+def result_message(call: dict[str, Any], text: str, is_error: bool = False) -> str:
+    """The app's `result` for `call`: one text content."""
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
+    if is_error:
+        result["isError"] = True
+    return json.dumps({"type": "result", "id": call["id"], "result": result})
+
+
+@contextlib.asynccontextmanager
 async def websocket_app(
     bridge: Any, client_id: str, slow_seconds: float = 1.6, ssl: Any = None
 ) -> AsyncIterator[websockets.ClientConnection]:
@@ -146,34 +186,20 @@ async def websocket_app(
     Each result's text is the tool's name and its arguments as sorted JSON. For peers other
     than `ClientMCP`: a frozen build, a TLS proxy in front of the bridge (`ssl`).
     """
-    token = bridge.token("client", client_id)
-    async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", token], ssl=ssl) as ws:
-        tools = [
-            {"name": "echo", "description": "Echo", "inputSchema": {"type": "object"}},
-            {"name": "slow", "description": "Answers after a while", "inputSchema": {"type": "object"}},
-        ]
-        await ws.send(json.dumps({"type": "register", "tools": tools}))
-        assert json.loads(await asyncio.wait_for(ws.recv(), WAIT)) == {"type": "registered"}
+    tools = [
+        {"name": "echo", "description": "Echo", "inputSchema": {"type": "object"}},
+        {"name": "slow", "description": "Answers after a while", "inputSchema": {"type": "object"}},
+    ]
 
-        async def answer(call: dict[str, Any]) -> None:
-            if call["name"] == "slow":
-                await asyncio.sleep(slow_seconds)
-            text = json.dumps(call["arguments"], sort_keys=True)
-            result = {"content": [{"type": "text", "text": f"{call['name']}: {text}"}]}
-            await ws.send(json.dumps({"type": "result", "id": call["id"], "result": result}))
+    async def answer(ws: websockets.ClientConnection, call: dict[str, Any]) -> None:
+        if call["name"] == "slow":
+            await asyncio.sleep(slow_seconds)
+        await ws.send(
+            result_message(call, f"{call['name']}: {json.dumps(call['arguments'], sort_keys=True)}")
+        )
 
-        async def serve_calls() -> None:
-            with contextlib.suppress(websockets.ConnectionClosed):
-                async for message in ws:
-                    call = json.loads(message)
-                    if call.get("type") == "call":
-                        asyncio.ensure_future(answer(call))
-
-        answering = asyncio.create_task(serve_calls())
-        try:
-            yield ws
-        finally:
-            answering.cancel()
+    async with answering_app(bridge, client_id, {"type": "register", "tools": tools}, answer, ssl) as ws:
+        yield ws
 
 
 async def wait_registered(app: ClientMCP) -> None:

@@ -20,6 +20,7 @@ from agents import (
     INVALID_PARAMS,
     MODERN,
     WAIT,
+    answering_app,
     error_of,
     eventually,
     http_client,
@@ -27,6 +28,7 @@ from agents import (
     modern_headers,
     nothing_leaks,
     nothing_leaks_in,
+    result_message,
     sdk_agent,
 )
 
@@ -40,35 +42,19 @@ async def reporting_app(
     bridge: Any, client_id: str, report: Callable[[Any, dict[str, Any]], Any], *, progress: bool = True
 ) -> AsyncIterator[websockets.ClientConnection]:
     """An app with one tool, `work`, whose calls `report(ws, call)` runs before the result `done`."""
-    token = bridge.token("client", client_id)
-    async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", token]) as ws:
-        register: dict[str, Any] = {
-            "type": "register",
-            "tools": [{"name": "work", "inputSchema": {"type": "object"}}],
-        }
-        if progress:
-            register["progress"] = True
-        await ws.send(json.dumps(register))
-        assert json.loads(await asyncio.wait_for(ws.recv(), WAIT)) == {"type": "registered"}
+    register: dict[str, Any] = {
+        "type": "register",
+        "tools": [{"name": "work", "inputSchema": {"type": "object"}}],
+    }
+    if progress:
+        register["progress"] = True
 
-        async def answer(call: dict[str, Any]) -> None:
-            with contextlib.suppress(websockets.ConnectionClosed):
-                await report(ws, call)
-                result = {"content": [{"type": "text", "text": "done"}]}
-                await ws.send(json.dumps({"type": "result", "id": call["id"], "result": result}))
+    async def answer(ws: websockets.ClientConnection, call: dict[str, Any]) -> None:
+        await report(ws, call)
+        await ws.send(result_message(call, "done"))
 
-        async def serve() -> None:
-            with contextlib.suppress(websockets.ConnectionClosed):
-                async for message in ws:
-                    call = json.loads(message)
-                    if call.get("type") == "call":
-                        asyncio.ensure_future(answer(call))
-
-        serving = asyncio.create_task(serve())
-        try:
-            yield ws
-        finally:
-            serving.cancel()
+    async with answering_app(bridge, client_id, register, answer) as ws:
+        yield ws
 
 
 async def report_steps(ws: Any, call: dict[str, Any]) -> None:

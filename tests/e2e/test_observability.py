@@ -20,12 +20,14 @@ import websockets
 from agents import (
     WAIT,
     RawHttp,
+    answering_app,
     eventually,
     http_client,
     legacy_body,
     legacy_headers,
     modern_body,
     modern_headers,
+    result_message,
 )
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -71,40 +73,29 @@ def m(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 @contextlib.asynccontextmanager
 async def raw_app(bridge: Any, client_id: str, register: Any = TOOLS) -> AsyncIterator[Any]:
-    """An app on bare websockets: `echo` answers at once, `late` after 1.3 s, `hold` never, `fail` with a tool error."""
-    token = bridge.token("client", client_id)
-    async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", token]) as ws:
-        if register is not None:
-            await ws.send(json.dumps({"type": "register", "tools": register}))
-            if isinstance(register, list):
-                assert json.loads(await asyncio.wait_for(ws.recv(), WAIT)) == {"type": "registered"}
+    """An app on bare websockets: `echo` answers at once, `late` after 1.3 s, `hold` never, `fail` with a tool error.
 
-        async def answer(call: dict[str, Any]) -> None:
+    `register` None sends no register; anything but a list is sent as the tools and refused.
+    """
+    if isinstance(register, list):
+
+        async def answer(ws: Any, call: dict[str, Any]) -> None:
             if call["name"] == "hold":
                 return
             if call["name"] == "late":
                 await asyncio.sleep(1.3)
-            result = {"content": [{"type": "text", "text": "RESULT-SECRET-" + call["name"]}]}
-            if call["name"] == "fail":
-                result["isError"] = True
-            with contextlib.suppress(websockets.ConnectionClosed):
-                await ws.send(json.dumps({"type": "result", "id": call["id"], "result": result}))
+            await ws.send(result_message(call, "RESULT-SECRET-" + call["name"], call["name"] == "fail"))
 
-        async def serve() -> None:
-            with contextlib.suppress(websockets.ConnectionClosed):
-                async for message in ws:
-                    call = json.loads(message)
-                    if call.get("type") == "call":
-                        asyncio.ensure_future(answer(call))
-
-        if register is not None and not isinstance(register, list):
-            yield ws  # the register is refused: the test reads the close
-            return
-        serving = asyncio.create_task(serve())
-        try:
+        async with answering_app(bridge, client_id, {"type": "register", "tools": register}, answer) as ws:
             yield ws
-        finally:
-            serving.cancel()
+        return
+    token = bridge.token("client", client_id)
+    async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", token]) as ws:
+        if register is not None:
+            await ws.send(
+                json.dumps({"type": "register", "tools": register})
+            )  # refused: the test reads the close
+        yield ws
 
 
 def answer_of(response: Any) -> Any:

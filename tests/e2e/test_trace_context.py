@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import websockets
 from agents import (
-    WAIT,
     RawHttp,
+    answering_app,
     http_client,
     legacy_body,
     legacy_headers,
     legacy_session,
     modern_body,
     modern_headers,
+    result_message,
 )
 
 pytestmark = pytest.mark.anyio
@@ -38,32 +38,20 @@ async def recording_app(
     bridge: Any, client_id: str, *, trace: bool = True
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """An app with the tool `work` that records every `call` message it gets, as sent."""
-    token = bridge.token("client", client_id)
     calls: list[dict[str, Any]] = []
-    async with websockets.connect(bridge.ws_url, subprotocols=["clientmcp.v1", token]) as ws:
-        register: dict[str, Any] = {
-            "type": "register",
-            "tools": [{"name": "work", "inputSchema": {"type": "object"}}],
-        }
-        if trace:
-            register["trace"] = True
-        await ws.send(json.dumps(register))
-        assert json.loads(await asyncio.wait_for(ws.recv(), WAIT)) == {"type": "registered"}
+    register: dict[str, Any] = {
+        "type": "register",
+        "tools": [{"name": "work", "inputSchema": {"type": "object"}}],
+    }
+    if trace:
+        register["trace"] = True
 
-        async def serve() -> None:
-            with contextlib.suppress(websockets.ConnectionClosed):
-                async for message in ws:
-                    call = json.loads(message)
-                    if call.get("type") == "call":
-                        calls.append(call)
-                        result = {"content": [{"type": "text", "text": "done"}]}
-                        await ws.send(json.dumps({"type": "result", "id": call["id"], "result": result}))
+    async def answer(ws: websockets.ClientConnection, call: dict[str, Any]) -> None:
+        calls.append(call)
+        await ws.send(result_message(call, "done"))
 
-        serving = asyncio.create_task(serve())
-        try:
-            yield calls
-        finally:
-            serving.cancel()
+    async with answering_app(bridge, client_id, register, answer):
+        yield calls
 
 
 async def modern_call(http: Any, bridge: Any, headers: dict[str, str] | None = None, **meta: Any) -> None:
