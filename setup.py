@@ -28,6 +28,9 @@ REQUIRED = os.environ.get("CLIENTMCP_BUILD_EXTENSION", "").lower() in ("1", "yes
 # the machine code, resident in every bridge (see docs/architecture.md). Without it,
 # pickling one fails, as it does for the sockets they hold.
 SMALLER = {"auto_pickle": False}
+# The typed modules' WebSocket derives from the frame reader's class (core/websocket.pxd): built
+# without it, they would not import.
+NEEDED_BY_TYPED = {"clientmcp_fast._speedups.frames"}
 
 
 class OptionalBuildExt(build_ext):
@@ -53,7 +56,7 @@ class OptionalBuildExt(build_ext):
             super().build_extension(ext)
         except Exception as error:  # noqa: BLE001
             self._fallback(error)
-            self.typed_failed = self.typed_failed or ext.name in TYPED
+            self.typed_failed = self.typed_failed or ext.name in TYPED or ext.name in NEEDED_BY_TYPED
 
     def _fallback(self, error):
         if REQUIRED:
