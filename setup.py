@@ -27,7 +27,14 @@ REQUIRED = os.environ.get("CLIENTMCP_BUILD_EXTENSION", "").lower() in ("1", "yes
 # and the __reduce_cython__/__setstate_cython__ pair Cython writes for each one is some 10 % of
 # the machine code, resident in every bridge (see docs/architecture.md). Without it,
 # pickling one fails, as it does for the sockets they hold.
-SMALLER = {"auto_pickle": False}
+# Functions as C built-ins (binding off, Cython 3's default on): nothing reads a compiled
+# function's argument names or code, nor binds one as a class attribute, and the Python-function
+# look-alike costs each module its own copy of that type's code and each function a code object
+# made at import, in every bridge (docs/benchmarks.md, Idle footprint).
+SMALLER = {"auto_pickle": False, "binding": False}
+# The typed modules' WebSocket derives from the frame reader's class (core/websocket.pxd): built
+# without it, they would not import.
+NEEDED_BY_TYPED = {"clientmcp_fast._speedups.frames"}
 
 
 class OptionalBuildExt(build_ext):
@@ -53,7 +60,7 @@ class OptionalBuildExt(build_ext):
             super().build_extension(ext)
         except Exception as error:  # noqa: BLE001
             self._fallback(error)
-            self.typed_failed = self.typed_failed or ext.name in TYPED
+            self.typed_failed = self.typed_failed or ext.name in TYPED or ext.name in NEEDED_BY_TYPED
 
     def _fallback(self, error):
         if REQUIRED:
@@ -109,7 +116,6 @@ def extensions():
     typed_directives = {
         "language_level": "3",
         "annotation_typing": False,
-        "binding": True,
         "nonecheck": True,
         **SMALLER,
     }

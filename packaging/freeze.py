@@ -69,6 +69,10 @@ def pyinstaller(one_file: bool, dist: Path, work: Path) -> None:
         f"--specpath={work}",
         f"--additional-hooks-dir={HERE / 'hooks'}",
         "--strip",  # symbol tables of the shared libraries: megabytes no one reads at run time
+        # Bytecode compiled with -OO, and the frozen Python run with it: no docstring is loaded
+        # (some 0.8 MB of an idle bridge, docs/benchmarks.md, Idle footprint), and the asserts
+        # dropped only narrow types; nothing the bridge runs reads a docstring.
+        "--optimize=2",
         "--noconfirm",
         "--clean",
         "--log-level=WARN",

@@ -73,7 +73,7 @@ class Declared:
     variables: set[str] = field(default_factory=set)
 
 
-_CLASS = re.compile(r"cdef class (\w+)(?:\(([\w, ]*)\))?:")
+_CLASS = re.compile(r"cdef class (\w+)(?:\(([\w., ]*)\))?:")
 _ATTRIBUTE = re.compile(r"cdef (?:public |readonly )?(\w+) (\w+)")
 _VARIABLES = re.compile(r"cdef (\w+) ([\w, ]+)")
 _FUNCTION = re.compile(r"c?p?def (?:inline )?(?:\w+ )?(\w+)\((.*)\)", re.DOTALL)

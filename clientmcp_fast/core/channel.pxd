@@ -1,12 +1,11 @@
 # Typed declarations of channel.py for its compiled build (Cython pure-Python mode): see setup.py.
 
 from clientmcp_fast.core.bridge cimport Bridge
-from clientmcp_fast.core.websocket cimport MessageHandler, WebSocket
+from clientmcp_fast.core.websocket cimport WebSocket
 
 
-cdef class AppChannel(MessageHandler):
+cdef class AppChannel(WebSocket):
     cdef public Bridge bridge
-    cdef public WebSocket ws
     cdef public object client_id
     cdef public object toolset
     cdef public dict calls

@@ -1,8 +1,8 @@
 """One app's connection as the bridge sees it: token, register, results and pings (ClientMCP v1 §3).
 
-`AppChannel` is the WebSocket's message handler. It holds what the bridge knows of
-the app on this connection (client ID, latest tool set, calls in flight) and leaves
-everything that spans connections to the `Bridge`.
+`AppChannel` is the app's WebSocket, and what its messages mean. It holds what the
+bridge knows of the app on this connection (client ID, latest tool set, calls in flight)
+and leaves everything that spans connections to the `Bridge`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from clientmcp_fast.core.tokens import ROLE_CLIENT, TokenError
 from clientmcp_fast.core.websocket import (
     HandshakeError,
     Link,
-    MessageHandler,
     WebSocket,
     accept_response,
     check_upgrade,
@@ -70,14 +69,14 @@ def _shape_problem(error: msgspec.ValidationError) -> str:
     return "message is not a JSON object"
 
 
-class AppChannel(MessageHandler):
-    """The client channel of one connected app: the handler of its WebSocket."""
+class AppChannel(WebSocket):
+    """The client channel of one connected app: its WebSocket, which ClientMCP messages run on."""
 
-    __slots__ = ("bridge", "ws", "client_id", "toolset", "calls", "last_seen", "congested_since")
+    __slots__ = ("bridge", "client_id", "toolset", "calls", "last_seen", "congested_since")
 
     def __init__(self, bridge: Bridge, link: Link, now: float) -> None:
+        WebSocket.__init__(self, link)
         self.bridge = bridge
-        self.ws = WebSocket(self, link)
         self.client_id: str | None = None
         self.toolset: ToolSet | None = None  # None until the first register on this connection
         self.calls: dict[str, Call] = NO_CALLS  # its own at its first call (core/apps.py)
@@ -93,19 +92,19 @@ class AppChannel(MessageHandler):
         bridge = self.bridge
         self.last_seen = now
         if bridge.shutting_down:
-            self.ws.close(1001, "bridge shutting down")
+            self.send_close(1001, "bridge shutting down")
             return
         if bridge.app_connections > bridge.max_app_connections:
-            self.ws.close(4429, "too many app connections on this bridge")
+            self.send_close(4429, "too many app connections on this bridge")
             return
         if token is None:
-            self.ws.close(4401, "no token offered: send it as the second subprotocol")
+            self.send_close(4401, "no token offered: send it as the second subprotocol")
             return
         try:
             client_id = bridge.verifier.verify(token, ROLE_CLIENT, now, remember=False)
         except TokenError as error:
             bridge.events.app_refused(str(error))
-            self.ws.close(4401, str(error))
+            self.send_close(4401, str(error))
             return
         self.client_id = client_id
         bridge.events.app_connected(client_id)
@@ -115,12 +114,12 @@ class AppChannel(MessageHandler):
         """Bytes from the app; anything received counts as a sign of life (docs/protocol.md, Close codes: 4408)."""
         # Also the `now` of whatever these bytes end: a call they answer, the connection they close.
         self.last_seen = now
-        self.ws.receive_data(data)
+        self.receive_bytes(data)
 
     def connection_lost(self, now: float) -> None:
         """The transport is gone, for whatever reason."""
         self.last_seen = now  # when its calls fail
-        self.ws.connection_lost()
+        self.transport_lost()
         self.bridge.app_connections -= 1
 
     def congested(self, now: float) -> None:
@@ -140,12 +139,12 @@ class AppChannel(MessageHandler):
 
     def send(self, message: bytes) -> None:
         """A `call` or `cancel` for the app, as one text message."""
-        self.ws.send_text(message)
+        self.send_text(message)
 
     def close(self, code: int, reason: str, now: float) -> None:
         """Close the connection with a close code; its calls fail at once (ClientMCP v1 §5.3)."""
         self.last_seen = now  # when its calls fail
-        self.ws.close(code, reason)
+        self.send_close(code, reason)
 
     def call_ended(self, call: Call, outcome: int) -> None:
         """Nothing to tell: a call to an app connected here is counted by the bridge alone."""
@@ -159,16 +158,16 @@ class AppChannel(MessageHandler):
         toolset = self.toolset
         if toolset is None or not toolset.consent:
             return NOT_ASKING
-        self.ws.send_text(authorize_message(request_id, client_name, client_uri, code))
+        self.send_text(authorize_message(request_id, client_name, client_uri, code))
         return None
 
-    # -- the WebSocket's handler ------------------------------------------------------------
+    # -- what its WebSocket hears -----------------------------------------------------------
 
     def on_exact_ping(self) -> None:
-        self.ws.send_frame(PONG_FRAME)
+        self.send_frame(PONG_FRAME)
 
     def on_binary(self, payload: bytes) -> None:
-        self.ws.close(4400, "binary messages are not part of the protocol: send JSON text")
+        self.send_close(4400, "binary messages are not part of the protocol: send JSON text")
 
     def on_close(self, code: int, reason: str) -> None:
         bridge = self.bridge
@@ -184,14 +183,14 @@ class AppChannel(MessageHandler):
             except msgspec.ValidationError:
                 message = loose_app_message(payload)  # an id that is not a string, say
         except msgspec.ValidationError as error:
-            self.ws.close(4400, _shape_problem(error))
+            self.send_close(4400, _shape_problem(error))
             return
         except msgspec.DecodeError:
-            self.ws.close(4400, "message is not valid JSON")
+            self.send_close(4400, "message is not valid JSON")
             return
         except RecursionError:
             # msgspec refuses very deep nesting this way; it is the app's mistake, not ours.
-            self.ws.close(4400, "message nests too deeply")
+            self.send_close(4400, "message nests too deeply")
             return
         kind = message.type
         if kind == "result":
@@ -199,27 +198,27 @@ class AppChannel(MessageHandler):
         elif kind == "register":
             self._on_register(message, payload)
         elif kind == "ping":
-            self.ws.send_frame(PONG_FRAME)
+            self.send_frame(PONG_FRAME)
         elif kind == "progress":
             self._on_progress(payload)
         elif kind == "consent":
             self._on_consent(message)
         elif kind in BRIDGE_TYPES:
-            self.ws.close(4400, f"{kind} is sent by the bridge, never by an app")
+            self.send_close(4400, f"{kind} is sent by the bridge, never by an app")
         # Any other type is ignored, for forward compatibility (ClientMCP v1 §3.2).
 
     def _on_result(self, message) -> None:
         call_id = message.id
         if not isinstance(call_id, str):
-            self.ws.close(4400, "result: id must be the call's id, a string")
+            self.send_close(4400, "result: id must be the call's id, a string")
             return
         result = message.result
         if result is UNSET:
-            self.ws.close(4400, "result: result is missing")
+            self.send_close(4400, "result: result is missing")
             return
         shape = result_shape(result)
         if shape == SHAPE_BAD:
-            self.ws.close(4400, "result: result must be an object with a content array")
+            self.send_close(4400, "result: result must be an object with a content array")
             return
         call = self.calls.pop(call_id, None)
         if call is not None:
@@ -241,11 +240,11 @@ class AppChannel(MessageHandler):
         except RegisterError as error:
             self.bridge.counters.registers_refused += 1
             self.bridge.events.register_refused(self.client_id, str(error))
-            self.ws.close(4400, str(error))
+            self.send_close(4400, str(error))
             return
         self.bridge.counters.registers_accepted += 1
         self.bridge.registered(self, toolset)
-        self.ws.send_text(REGISTERED)
+        self.send_text(REGISTERED)
 
     def _on_progress(self, payload: bytes) -> None:
         toolset = self.toolset
@@ -254,12 +253,12 @@ class AppChannel(MessageHandler):
         message = decode_progress(payload)  # read as JSON already: it cannot fail
         call_id = json_member(message.id)
         if not isinstance(call_id, str):
-            self.ws.close(4400, "progress: id must be the call's id, a string")
+            self.send_close(4400, "progress: id must be the call's id, a string")
             return
         try:
             report = parse_report(message.progress, message.total, message.message)
         except ProgressError as error:
-            self.ws.close(4400, str(error))
+            self.send_close(4400, str(error))
             return
         call = self.calls.get(call_id)
         if call is not None:
@@ -269,11 +268,11 @@ class AppChannel(MessageHandler):
     def _on_consent(self, message) -> None:
         request_id = message.id
         if not isinstance(request_id, str):
-            self.ws.close(4400, "consent: id must be the authorize message's id, a string")
+            self.send_close(4400, "consent: id must be the authorize message's id, a string")
             return
         allow = message.allow
         if allow is UNSET or json_boolean(allow) is None:
-            self.ws.close(4400, "consent: allow must be true or false")
+            self.send_close(4400, "consent: allow must be true or false")
             return
         # An unknown or ended id is ignored, as a late result is.
         self.bridge.consents.answered(self, request_id, json_boolean(allow), self.last_seen)

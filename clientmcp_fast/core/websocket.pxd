@@ -2,6 +2,8 @@
 
 cimport cython
 
+cimport clientmcp_fast._speedups.frames as frames
+
 
 cdef class Link:
     cpdef write(self, data)
@@ -9,24 +11,16 @@ cdef class Link:
     cpdef end(self, wait_for_peer)
 
 
-cdef class MessageHandler:
+cdef class WebSocket(frames.FrameReader):
+    cdef public Link _link
+    cdef public object _fragments
+    cdef public object state
+
     cpdef on_text(self, payload)
     cpdef on_binary(self, payload)
     cpdef on_exact_ping(self)
     cpdef on_close(self, code, reason)
-
-
-cdef class WebSocket:
-    cdef public object _reader
-    cdef public Link _link
-    cdef public MessageHandler _handler
-    cdef public object _parts
-    cdef public object _parts_opcode
-    cdef public object _utf8
-    cdef public object state
-
-    @cython.locals(handler=MessageHandler)
-    cpdef receive_data(self, data)
+    cpdef receive_bytes(self, data)
     cpdef send_text(self, payload)
     cpdef send_frame(self, frame)
-    cpdef close(self, code, reason)
+    cpdef send_close(self, code, reason)

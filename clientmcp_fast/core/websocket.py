@@ -1,7 +1,7 @@
 """The server side of RFC 6455, without I/O: the opening handshake, and a connection's frames.
 
-`WebSocket.receive_data()` takes bytes from the peer and calls its handler with whole
-messages; what must go back to the peer goes to its link (see `Link`). A peer's
+`WebSocket.receive_bytes()` takes bytes from the peer and calls its subclass's handler methods
+with whole messages; what must go back to the peer goes to its link (see `Link`). A peer's
 mistake never raises out of here: it becomes a close code (1002, 1007, 1009) whose
 reason is ours, never the text of an exception.
 """
@@ -22,9 +22,9 @@ from clientmcp_fast.speedups import (
     OP_PONG,
     OP_TEXT,
     FrameError,
-    FrameReader,
     build_close,
     build_frame,
+    frames,
 )
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -129,15 +129,39 @@ class Link:
         raise NotImplementedError
 
 
-class MessageHandler:
-    """What a WebSocket delivers: whole, validated messages, and the end of the connection.
+class Fragments:
+    """A fragmented message so far, only while one arrives: its bytes, and for text, their UTF-8 check."""
 
-    A base class rather than a Protocol, so that compiled, the WebSocket calls these
-    methods directly: a handler (the app's channel, the echo session, a test's recorder)
-    derives from it.
+    __slots__ = ("data", "utf8")
+
+    def __init__(self, text: bool) -> None:
+        # One buffer, as a list of 2-byte fragments of a 4 MiB message would hold two million
+        # objects, hundreds of megabytes.
+        self.data = bytearray()
+        self.utf8 = codecs.getincrementaldecoder("utf-8")() if text else None
+
+
+# `frames.FrameReader`, not the name alone: compiled, `frames` is the compiled twin's module that
+# websocket.pxd cimports, and a class compiled from this file may derive only from a class it
+# declares; pure, the pure twin's.
+class WebSocket(frames.FrameReader):
+    """One accepted RFC 6455 connection: frames in, whole messages to its handler methods, frames out.
+
+    A base class: a subclass (the app's channel, the echo session, a test's recorder) is told of
+    what arrives by `on_text`, `on_binary`, `on_exact_ping` and `on_close`. The connection is one
+    object with its frame reader and what is made of the messages, not three: each idle app
+    holds one (docs/architecture.md, Cycles and memory).
     """
 
-    __slots__ = ()
+    __slots__ = ("_link", "_fragments", "state")
+
+    def __init__(self, link: Link) -> None:
+        frames.FrameReader.__init__(self, MAX_MESSAGE_BYTES)
+        self._link = link
+        self._fragments: Fragments | None = None
+        self.state = OPEN
+
+    # -- what a subclass is told ------------------------------------------------------------
 
     def on_text(self, payload: bytes) -> None:
         """A whole text message, valid UTF-8."""
@@ -155,36 +179,20 @@ class MessageHandler:
         """The connection ended, with this close code and reason."""
         raise NotImplementedError
 
+    # -- the connection ---------------------------------------------------------------------
 
-class WebSocket:
-    """One accepted RFC 6455 connection: frames in, whole messages to the handler, frames out."""
-
-    __slots__ = ("_reader", "_link", "_handler", "_parts", "_parts_opcode", "_utf8", "state")
-
-    def __init__(self, handler: MessageHandler, link: Link) -> None:
-        self._reader = FrameReader(MAX_MESSAGE_BYTES)
-        self._link = link
-        self._handler = handler
-        # A fragmented message so far: one buffer, as a list of 2-byte fragments of a 4 MiB message
-        # would hold two million objects, hundreds of megabytes.
-        self._parts: bytearray | None = None
-        self._parts_opcode = 0
-        self._utf8: codecs.IncrementalDecoder | None = None
-        self.state = OPEN
-
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the peer; complete messages reach the handler in order."""
+    def receive_bytes(self, data: bytes) -> None:
+        """Feed bytes from the peer; complete messages reach the handler methods in order."""
         if self.state == CLOSED:
             return
         try:
-            frames = self._reader.feed(data)
+            frames = self.feed(data)
             failure = None
         except FrameError as error:
             # Frames that came before the error are delivered; then, as the byte stream cannot
             # be parsed further (nor a close frame from the peer read), the connection fails at
             # once (RFC 6455 §7.1.7).
             frames, failure = error.frames, error
-        handler = self._handler
         for opcode, fin, payload in frames:
             if self.state != OPEN:
                 # RFC 6455 §5.5.1: after a close frame was sent, only the peer's close matters.
@@ -192,13 +200,13 @@ class WebSocket:
                     self._closed_by_peer_reply()
                     return
                 continue
-            if opcode == OP_TEXT and fin and self._parts is None:
+            if opcode == OP_TEXT and fin and self._fragments is None:
                 if payload.isascii() or valid_utf8(payload):
-                    handler.on_text(payload)
+                    self.on_text(payload)
                 else:
-                    self.close(1007, "text message is not valid UTF-8")
-            elif opcode == OP_EXACT_PING and self._parts is None:
-                handler.on_exact_ping()
+                    self.send_close(1007, "text message is not valid UTF-8")
+            elif opcode == OP_EXACT_PING and self._fragments is None:
+                self.on_exact_ping()
             elif OP_CLOSE <= opcode <= OP_PONG:
                 self._on_control(opcode, payload)
             else:
@@ -210,43 +218,41 @@ class WebSocket:
         if opcode == OP_EXACT_PING:
             # The exact ping text, but inside a fragmented message: a framing error.
             opcode, payload = OP_TEXT, b'{"type":"ping"}'
+        fragments = self._fragments
         if opcode == OP_CONTINUATION:
-            if self._parts is None:
-                self.close(1002, "continuation frame without a message to continue")
+            if fragments is None:
+                self.send_close(1002, "continuation frame without a message to continue")
                 return
-        elif self._parts is not None:
-            self.close(1002, "new message before the fragmented one ended")
+        elif fragments is not None:
+            self.send_close(1002, "new message before the fragmented one ended")
             return
         else:
-            self._parts = bytearray()
-            self._parts_opcode = opcode
-            self._utf8 = codecs.getincrementaldecoder("utf-8")() if opcode == OP_TEXT else None
-        if len(self._parts) + len(payload) > MAX_MESSAGE_BYTES:
-            self.close(1009, "message larger than 4 MiB")
+            fragments = self._fragments = Fragments(opcode == OP_TEXT)
+        if len(fragments.data) + len(payload) > MAX_MESSAGE_BYTES:
+            self.send_close(1009, "message larger than 4 MiB")
             return
-        if self._utf8 is not None and not payload.isascii():
+        utf8 = fragments.utf8
+        if utf8 is not None and not payload.isascii():
             # Fail fast on invalid UTF-8, as soon as a fragment proves it (RFC 6455 §8.1).
             try:
-                self._utf8.decode(payload, False)
+                utf8.decode(payload, False)
             except UnicodeDecodeError:
-                self.close(1007, "text message is not valid UTF-8")
+                self.send_close(1007, "text message is not valid UTF-8")
                 return
-        self._parts += payload
+        fragments.data += payload
         if not fin:
             return
-        message = bytes(self._parts)
-        utf8 = self._utf8
-        self._parts = None
-        self._utf8 = None
+        message = bytes(fragments.data)
+        self._fragments = None
         if utf8 is not None:
             try:
                 utf8.decode(b"", True)
             except UnicodeDecodeError:
-                self.close(1007, "text message is not valid UTF-8")
+                self.send_close(1007, "text message is not valid UTF-8")
                 return
-            self._handler.on_text(message)
+            self.on_text(message)
         else:
-            self._handler.on_binary(message)
+            self.on_binary(message)
 
     def _on_control(self, opcode: int, payload: bytes) -> None:
         if opcode == OP_PING:
@@ -277,7 +283,7 @@ class WebSocket:
         self._link.write(build_close(1000 if code == 1005 else code, b""))
         self.state = CLOSED
         self._link.end(False)
-        self._handler.on_close(code, reason)
+        self.on_close(code, reason)
 
     def _closed_by_peer_reply(self) -> None:
         self.state = CLOSED
@@ -295,29 +301,29 @@ class WebSocket:
             # bridge for itself, and the pong then leaves without waiting for the end of the turn.
             self._link.write_now(frame)
 
-    def close(self, code: int, reason: str) -> None:
-        """Start the closing handshake with `code`; the handler hears of it at once."""
+    def send_close(self, code: int, reason: str) -> None:
+        """Start the closing handshake with `code`; `on_close` hears of it at once."""
         if self.state != OPEN:
             return
         self.state = CLOSING
-        self._parts = None
+        self._fragments = None
         self._link.write(build_close(code, close_reason_bytes(reason)))
         self._link.end(True)
-        self._handler.on_close(code, reason)
+        self.on_close(code, reason)
 
     def _fail(self, code: int, reason: str) -> None:
         if self.state == OPEN:
             self.state = CLOSED
             self._link.write(build_close(code, close_reason_bytes(reason)))
             self._link.end(False)
-            self._handler.on_close(code, reason)
+            self.on_close(code, reason)
         elif self.state == CLOSING:
             self.state = CLOSED
             self._link.end(False)
 
-    def connection_lost(self) -> None:
-        """The transport ended; if the connection had not closed yet, the handler hears 1006."""
+    def transport_lost(self) -> None:
+        """The transport ended; if the connection had not closed yet, `on_close` hears 1006."""
         if self.state == OPEN:
             self.state = CLOSED
-            self._handler.on_close(1006, "connection lost")
+            self.on_close(1006, "connection lost")
         self.state = CLOSED

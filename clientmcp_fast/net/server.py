@@ -20,7 +20,7 @@ from clientmcp_fast.core.channel import AppChannel, client_channel_handshake
 from clientmcp_fast.core.tokens import TokenVerifier
 from clientmcp_fast.log import logger
 from clientmcp_fast.net.http import HttpProtocol
-from clientmcp_fast.net.websocket import WebSocketProtocol, WriteQueue
+from clientmcp_fast.net.websocket import Links, WebSocketProtocol
 
 if TYPE_CHECKING:
     from clientmcp_fast.core.limits import Limits
@@ -158,7 +158,7 @@ class Server:
         self.shutting_down = False
         self.port = settings.port
         self._listener: asyncio.base_events.Server | None = None
-        self.writes = WriteQueue(self.loop.call_soon)  # coalesced writes to apps
+        self.links = Links(self)  # what app connections share, and their coalesced writes
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._http_sweep: asyncio.TimerHandle | None = None
@@ -393,7 +393,7 @@ class Server:
         for conn in list(self.http_connections):
             conn.shutdown()
         self.bridge.shutdown(self.loop.time())
-        self.writes.flush()
+        self.links.flush()
         # The calls' spans have all ended: they are exported while the connections close, in the same bound.
         exporting = self.tracing.shut_down() if self.tracing is not None else None
         give_up = self.loop.time() + SHUTDOWN_GRACE_SECONDS

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from clientmcp_fast.core.websocket import Link
@@ -39,22 +38,32 @@ class Session(Protocol):
     def overflowed(self, now: float) -> None: ...
 
 
-class WriteQueue:
-    """The WebSockets that queued frames in this loop turn: each written once, at the turn's end."""
+class Links:
+    """What the WebSocket links of one server share, and the ones with frames to write this loop turn.
 
-    __slots__ = ("_dirty", "_call_soon", "_flush")
+    Held once per server rather than copied into every connection: an idle app costs
+    its connection's fields, and these are the same for all (docs/benchmarks.md, Idle footprint).
+    """
 
-    def __init__(self, call_soon: Callable[[Callable[[], None]], object]) -> None:
+    __slots__ = ("server", "loop", "time", "counters", "soft_bytes", "hard_bytes", "_dirty", "_flush")
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.loop = server.loop
+        self.time = server.time  # one bound method for all connections
+        self.counters = server.bridge.counters  # bytes in and out (docs/operations.md)
+        # pause_writing above the soft limit (new calls get "busy"), resume below half of it.
+        self.soft_bytes: int = server.limits.app_soft_bytes
+        self.hard_bytes: int = server.limits.app_hard_bytes
         self._dirty: list[WebSocketProtocol] = []
-        self._call_soon = call_soon  # the loop's: `flush` runs after this turn's reads
         self._flush = self.flush  # one bound method, not one per loop turn
 
-    def add(self, protocol: WebSocketProtocol) -> None:
+    def write_later(self, protocol: WebSocketProtocol) -> None:
         """`protocol` has frames queued: write them at the end of this loop turn."""
         dirty = self._dirty
         dirty.append(protocol)
         if len(dirty) == 1:
-            self._call_soon(self._flush)
+            self.loop.call_soon(self._flush)  # after this turn's reads
 
     def flush(self) -> None:
         """Write what every queued WebSocket holds, one `transport.write` each."""
@@ -71,44 +80,24 @@ class WebSocketProtocol(Link):
     name): a class compiled as a cdef class (websocket.pxd) cannot derive from a Python class.
     """
 
-    __slots__ = (
-        "transport",
-        "server",
-        "session",
-        "_out",
-        "_close_timer",
-        "_time",
-        "_writes",
-        "_hard_bytes",
-        "_paused",
-        "_unfed",
-        "_unfed_at",
-        "_counters",
-        "index",
-    )
+    __slots__ = ("transport", "session", "_links", "_out", "_close_timer", "_unfed", "_paused", "index")
 
     def __init__(self, server: Server, transport: asyncio.Transport) -> None:
+        links: Links = server.links
         self.transport = transport
-        self.server = server
-        self._time = server.time  # one bound method for all connections, not one each
         self.session: Session = None  # type: ignore[assignment]
+        self._links = links
         self._out: list[bytes] | None = None
         self._close_timer: asyncio.TimerHandle | None = None
-        self._writes: WriteQueue = server.writes
-        self._hard_bytes: int = server.limits.app_hard_bytes
+        self._unfed: memoryview | None = None  # the rest of a large read, still to give the session
         self._paused = False  # the transport holds more than the soft limit (pause_writing)
-        self._unfed: bytes | None = None  # a large read's slices still to give the session
-        self._unfed_at = 0
-        self._counters = server.bridge.counters  # bytes in and out (docs/operations.md)
         self.index = -1  # its place in `server.websockets` while listed there
-        # pause_writing above the soft limit (new calls get "busy"), resume below half of it.
-        soft = server.limits.app_soft_bytes
-        transport.set_write_buffer_limits(high=soft, low=soft // 2)
+        transport.set_write_buffer_limits(high=links.soft_bytes, low=links.soft_bytes // 2)
 
     def start(self, session: Session, token: str | None, tail: bytes) -> None:
         """Run `session` on this connection, fed first with what arrived after the handshake."""
         self.session = session
-        now = self.server.loop.time()
+        now = self._links.time()
         session.open(token, now)
         if tail:
             session.receive_data(tail, now)
@@ -117,26 +106,24 @@ class WebSocketProtocol(Link):
     # -- asyncio.Protocol -------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        self._counters.websocket_bytes_in += len(data)
+        links = self._links
+        links.counters.websocket_bytes_in += len(data)
         if len(data) <= READ_TURN_BYTES:
-            self.session.receive_data(data, self._time())
+            self.session.receive_data(data, links.time())
             return
         self.transport.pause_reading()
-        self._unfed = data
-        self._unfed_at = 0
+        self._unfed = memoryview(data)
         self._feed_slice()
 
     def _feed_slice(self) -> None:
         """Give the session the next slice of a large read; the rest in a later loop turn."""
-        data = self._unfed
-        if data is None:
+        unfed = self._unfed
+        if unfed is None:
             return  # the connection is gone
-        start = self._unfed_at
-        end = start + READ_TURN_BYTES
-        self.session.receive_data(data[start:end], self._time())
-        if end < len(data) and not self.transport.is_closing():
-            self._unfed_at = end
-            self.server.loop.call_soon(self._feed_slice)
+        self.session.receive_data(bytes(unfed[:READ_TURN_BYTES]), self._links.time())
+        if len(unfed) > READ_TURN_BYTES and not self.transport.is_closing():
+            self._unfed = unfed[READ_TURN_BYTES:]
+            self._links.loop.call_soon(self._feed_slice)
             return
         self._unfed = None
         if not self.transport.is_closing():
@@ -151,12 +138,12 @@ class WebSocketProtocol(Link):
             self._close_timer = None
         self._out = None
         self._unfed = None
-        self.session.connection_lost(self._time())
-        self.server.websocket_closed(self)
+        self.session.connection_lost(self._links.time())
+        self._links.server.websocket_closed(self)
 
     def pause_writing(self) -> None:
         self._paused = True
-        self.session.congested(self.server.loop.time())
+        self.session.congested(self._links.time())
 
     def resume_writing(self) -> None:
         self._paused = False
@@ -168,7 +155,7 @@ class WebSocketProtocol(Link):
         out = self._out
         if out is None:
             self._out = [data]
-            self._writes.add(self)
+            self._links.write_later(self)
         else:
             out.append(data)
 
@@ -190,12 +177,13 @@ class WebSocketProtocol(Link):
         transport = self.transport
         if transport.is_closing():
             return
-        self._counters.websocket_bytes_out += len(data)
+        links = self._links
+        links.counters.websocket_bytes_out += len(data)
         transport.write(data)
         # The hard limit is at least the soft one, past which the transport has called
         # pause_writing (within that write): unpaused, there is no size to ask for.
-        if self._paused and transport.get_write_buffer_size() > self._hard_bytes:
-            self.session.overflowed(self._time())
+        if self._paused and transport.get_write_buffer_size() > links.hard_bytes:
+            self.session.overflowed(links.time())
 
     def end(self, wait_for_peer: bool) -> None:
         self.flush()
@@ -210,4 +198,4 @@ class WebSocketProtocol(Link):
         if self._close_timer is None:
             # close() waits for unsent data to drain: an app that does not read would hold the
             # socket forever, so the wait is bounded.
-            self._close_timer = self.server.loop.call_later(CLOSE_WAIT_SECONDS, self.transport.abort)
+            self._close_timer = self._links.loop.call_later(CLOSE_WAIT_SECONDS, self.transport.abort)

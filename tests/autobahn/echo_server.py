@@ -7,7 +7,7 @@ app's channel, on the same frame reader, WebSocket state machine and transport c
 
 from __future__ import annotations
 
-from clientmcp_fast.core.websocket import Link, MessageHandler, WebSocket, accept_response, check_upgrade
+from clientmcp_fast.core.websocket import Link, WebSocket, accept_response, check_upgrade
 from clientmcp_fast.net.server import Server
 from clientmcp_fast.net.websocket import WebSocketProtocol
 from clientmcp_fast.speedups import EXACT_PING, OP_BINARY, build_frame
@@ -23,22 +23,22 @@ class EchoServer(Server):
         return EchoSession(protocol)
 
 
-class EchoSession(MessageHandler):
+class EchoSession(WebSocket):
     """Sends every message back as it came; the same WebSocket code the client channel runs on."""
 
-    __slots__ = ("ws",)
+    __slots__ = ()
 
     def __init__(self, link: Link) -> None:
-        self.ws = WebSocket(self, link)
+        WebSocket.__init__(self, link)
 
     def open(self, token: str | None, now: float) -> None:
         pass
 
     def receive_data(self, data: bytes, now: float) -> None:
-        self.ws.receive_data(data)
+        self.receive_bytes(data)
 
     def connection_lost(self, now: float) -> None:
-        self.ws.connection_lost()
+        self.transport_lost()
 
     def congested(self, now: float) -> None:
         pass
@@ -47,16 +47,16 @@ class EchoSession(MessageHandler):
         pass
 
     def overflowed(self, now: float) -> None:
-        self.ws.close(1008, "not reading")
+        self.send_close(1008, "not reading")
 
     def on_text(self, payload: bytes) -> None:
-        self.ws.send_text(payload)
+        self.send_text(payload)
 
     def on_exact_ping(self) -> None:
-        self.ws.send_text(EXACT_PING)
+        self.send_text(EXACT_PING)
 
     def on_binary(self, payload: bytes) -> None:
-        self.ws.send_frame(build_frame(OP_BINARY, payload))
+        self.send_frame(build_frame(OP_BINARY, payload))
 
     def on_close(self, code: int, reason: str) -> None:
         pass

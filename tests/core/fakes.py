@@ -262,7 +262,7 @@ def make_bridge(
 
 def is_open(app: AppChannel) -> bool:
     """Whether the app's connection is open: neither side has begun to close it."""
-    return app.ws.state == OPEN
+    return app.state == OPEN
 
 
 def connect(

@@ -1,7 +1,7 @@
 """The sans-I/O WebSocket server of RFC 6455 (handshake, messages, closing): bytes in, actions out.
 
-A `WebSocket` is fed raw client bytes and writes to a recording link; its handler
-records what it is told. No socket is involved. Client frames are masked and server
+A `WebSocket` is fed raw client bytes and writes to a recording link; a subclass
+records what its handler methods are told. No socket is involved. Client frames are masked and server
 frames decoded by `tests/wire.py`, not by the module under test.
 """
 
@@ -18,7 +18,7 @@ from clientmcp_fast.core.channel import SUBPROTOCOL, client_channel_handshake
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
 from clientmcp_fast.core.websocket import (
     HandshakeError,
-    MessageHandler,
+    Link,
     WebSocket,
     accept_response,
     check_upgrade,
@@ -33,10 +33,11 @@ RFC_KEY = b"dGhlIHNhbXBsZSBub25jZQ=="
 RFC_ACCEPT = b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 
 
-class RecordingHandler(MessageHandler):
-    """A MessageHandler that records each call as a tuple, in order."""
+class RecordingWebSocket(WebSocket):
+    """A WebSocket whose handler methods record each call as a tuple, in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, link: Link) -> None:
+        WebSocket.__init__(self, link)
         self.events: list[tuple[object, ...]] = []
 
     def on_text(self, payload: bytes) -> None:
@@ -53,20 +54,19 @@ class RecordingHandler(MessageHandler):
 
 
 class Connection:
-    """A WebSocket under test with its recording link and handler."""
+    """A WebSocket under test with its recording link, recording what its handler methods hear."""
 
     def __init__(self) -> None:
         self.link = RecordingLink()
-        self.handler = RecordingHandler()
-        self.ws = WebSocket(self.handler, self.link)
+        self.ws = RecordingWebSocket(self.link)
 
     def receive(self, *frames: bytes) -> None:
         """Feed the frames as one chunk of bytes."""
-        self.ws.receive_data(b"".join(frames))
+        self.ws.receive_bytes(b"".join(frames))
 
     @property
     def events(self) -> list[tuple[object, ...]]:
-        return self.handler.events
+        return self.ws.events
 
     def sent(self) -> list[tuple[bool, int, bytes]]:
         """Every frame written so far."""
@@ -295,7 +295,7 @@ class TestDataFrames:
     def test_messages_split_across_reads_arrive_once_complete(self, conn: Connection) -> None:
         data = client_frame(Op.TEXT, b"first") + client_frame(Op.TEXT, b"second" * 40)
         for i in range(len(data)):
-            conn.ws.receive_data(data[i : i + 1])
+            conn.ws.receive_bytes(data[i : i + 1])
         assert conn.events == [("text", b"first"), ("text", b"second" * 40)]
 
     def test_control_ping_is_answered_with_the_same_payload(self, conn: Connection) -> None:
@@ -408,7 +408,7 @@ class TestFragmentation:
         tracemalloc.start()
         try:
             for start in range(0, len(stream), 65_536):
-                conn.ws.receive_data(stream[start : start + 65_536])
+                conn.ws.receive_bytes(stream[start : start + 65_536])
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -532,13 +532,13 @@ class TestClosingHandshake:
         assert conn.events == [("text", b"last words"), ("close", 1001, "")]
 
     def test_server_close_sends_code_and_reason_and_waits_for_the_peer(self, conn: Connection) -> None:
-        conn.ws.close(4409, "replaced by a newer connection")
+        conn.ws.send_close(4409, "replaced by a newer connection")
         assert conn.link.writes == [b"\x88\x20\x11\x39replaced by a newer connection"]
         assert conn.link.ends == [True]
         assert conn.events == [("close", 4409, "replaced by a newer connection")]
 
     def test_frames_after_a_sent_close_are_ignored_until_the_peers_close(self, conn: Connection) -> None:
-        conn.ws.close(1001, "bridge shutting down")
+        conn.ws.send_close(1001, "bridge shutting down")
         conn.receive(
             client_frame(Op.TEXT, b"ignored"),
             client_frame(Op.PING, b"unanswered"),
@@ -555,7 +555,7 @@ class TestClosingHandshake:
         assert conn.sent_close() == (1001, b"bridge shutting down")
 
     def test_broken_frames_after_a_sent_close_are_not_a_second_close(self, conn: Connection) -> None:
-        conn.ws.close(1000, "done")
+        conn.ws.send_close(1000, "done")
         conn.receive(client_frame(Op.TEXT, b"unmasked", mask=None))
         assert conn.sent_close() == (1000, b"done")
         assert len(conn.events) == 1
@@ -568,17 +568,17 @@ class TestClosingHandshake:
         assert conn.link.ends == [False]
 
     def test_nothing_is_sent_once_closing(self, conn: Connection) -> None:
-        conn.ws.close(1000, "")
+        conn.ws.send_close(1000, "")
         conn.ws.send_text(b"too late")
         conn.ws.send_frame(b'\x81\x0f{"type":"pong"}')
-        conn.ws.close(1002, "second")
+        conn.ws.send_close(1002, "second")
         assert conn.link.writes == [b"\x88\x02\x03\xe8"]
         assert conn.link.ends == [True]
         assert conn.events == [("close", 1000, "")]
 
     def test_long_reason_is_cut_in_the_frame_but_not_for_the_handler(self, conn: Connection) -> None:
         reason = "ü" * 100  # 200 bytes of UTF-8
-        conn.ws.close(4400, reason)
+        conn.ws.send_close(4400, reason)
         code, sent_reason = conn.sent_close()
         assert code == 4400
         assert sent_reason == ("ü" * 61).encode()
@@ -610,16 +610,16 @@ class TestClosingHandshake:
         assert conn.link.ends == [True, False]
 
     def test_connection_lost_while_open_is_1006(self, conn: Connection) -> None:
-        conn.ws.connection_lost()
+        conn.ws.transport_lost()
         assert conn.events == [("close", 1006, "connection lost")]
-        conn.ws.connection_lost()
+        conn.ws.transport_lost()
         assert len(conn.events) == 1
         conn.receive(client_frame(Op.TEXT, b"after"))
         assert len(conn.events) == 1
 
     def test_connection_lost_after_a_close_tells_nothing_more(self, conn: Connection) -> None:
-        conn.ws.close(1000, "bye")
-        conn.ws.connection_lost()
+        conn.ws.send_close(1000, "bye")
+        conn.ws.transport_lost()
         assert conn.events == [("close", 1000, "bye")]
 
 

@@ -71,7 +71,7 @@ async def test_a_replaced_app_does_not_reconnect(bridge):
         await asyncio.wait_for(older.closed(), 10)
         assert older.close_code == 4409
         await asyncio.sleep(0.3)  # longer than the backoff: a reconnect would have replaced the newer
-        assert bridge.call(lambda s: s.bridge.apps["lib"].ws.state == OPEN)
+        assert bridge.call(lambda s: s.bridge.apps["lib"].state == OPEN)
     await older.close()
 
 

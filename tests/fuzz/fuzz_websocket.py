@@ -1,6 +1,6 @@
 """The WebSocket frame parser and `core.websocket.WebSocket`: any client bytes, in any reads.
 
-A failure is an exception out of `receive_data`, a server frame that is malformed or
+A failure is an exception out of `receive_bytes`, a server frame that is malformed or
 written after the transport was ended, a second close, a close code that is neither one
 of ours (1002, 1007, 1009) nor the peer's own, a text message that is not UTF-8, a
 message over 4 MiB; with the compiled twin live, any disagreement between the twins'
@@ -15,7 +15,7 @@ from wire import Op, client_frame
 from clientmcp_fast import speedups
 from clientmcp_fast._pure import frames as pure
 from clientmcp_fast.core.limits import MAX_MESSAGE_BYTES
-from clientmcp_fast.core.websocket import _VALID_PEER_CLOSE_CODES, MessageHandler, WebSocket
+from clientmcp_fast.core.websocket import _VALID_PEER_CLOSE_CODES, Link, WebSocket
 
 from .chunks import FILL, FILL_READS, split
 
@@ -30,11 +30,11 @@ def peer_code(code: int) -> bool:
     return code in _VALID_PEER_CLOSE_CODES or 3000 <= code <= 4999
 
 
-class Recorder(MessageHandler):
-    """The handler: keeps what it is given, and echoes text when asked."""
+class Recorder(WebSocket):
+    """The WebSocket under test: keeps what its handler methods are given, and echoes text when asked."""
 
-    def __init__(self, echo: bool) -> None:
-        self.ws: WebSocket | None = None
+    def __init__(self, link: Link, echo: bool) -> None:
+        WebSocket.__init__(self, link)
         self.echo = echo
         self.texts: list[bytes] = []
         self.binaries: list[bytes] = []
@@ -43,14 +43,14 @@ class Recorder(MessageHandler):
     def on_text(self, payload: bytes) -> None:
         self.texts.append(payload)
         if self.echo:
-            self.ws.send_text(payload)  # type: ignore[union-attr]
+            self.send_text(payload)
 
     def on_binary(self, payload: bytes) -> None:
         self.binaries.append(payload)
 
     def on_exact_ping(self) -> None:
         self.texts.append(pure.EXACT_PING)
-        self.ws.send_frame(pure.PONG_FRAME)  # type: ignore[union-attr]
+        self.send_frame(pure.PONG_FRAME)
 
     def on_close(self, code: int, reason: str) -> None:
         self.closes.append((code, reason))
@@ -74,21 +74,20 @@ def TestOneInput(data: bytes) -> None:
     if flags == FILL:
         flags, reads = 0, [*reads, *[FILL_READ] * FILL_READS]
     link = RecordingLink()
-    handler = Recorder(bool(flags & ECHO))
-    ws = handler.ws = WebSocket(handler, link)
+    ws = Recorder(link, bool(flags & ECHO))
     for piece in reads:
-        ws.receive_data(piece)
-    ws.connection_lost()
-    assert len(handler.closes) == 1, handler.closes
-    code, _ = handler.closes[0]
+        ws.receive_bytes(piece)
+    ws.transport_lost()
+    assert len(ws.closes) == 1, ws.closes
+    code, _ = ws.closes[0]
     # 1005: the peer's close had no code; 1006: the transport ended without a close.
     assert code in OUR_CODES or peer_code(code) or code in (1005, 1006), code
     assert not link.written_after_end, "a write after the transport was ended"
     closed = link.close()  # every server frame parses; at most one close, of at most 125 bytes
     if closed is not None:
         assert closed[0] in OUR_CODES or peer_code(closed[0]), closed
-    for text in handler.texts:
+    for text in ws.texts:
         text.decode("utf-8")  # raises if it is not UTF-8
-    assert all(len(m) <= MAX_MESSAGE_BYTES for m in handler.texts + handler.binaries)
+    assert all(len(m) <= MAX_MESSAGE_BYTES for m in ws.texts + ws.binaries)
     if speedups.IMPLEMENTATION == "compiled":
         assert _frames(pure.FrameReader, reads) == _frames(speedups.FrameReader, reads), "the twins disagree"

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from clientmcp_fast.core.counters import Counters
 from clientmcp_fast.core.limits import Limits
-from clientmcp_fast.net.websocket import READ_TURN_BYTES, WebSocketProtocol, WriteQueue
+from clientmcp_fast.net.websocket import READ_TURN_BYTES, Links, WebSocketProtocol
 
 
 class Transport:
@@ -27,19 +27,29 @@ class Transport:
     def set_write_buffer_limits(self, high: int, low: int) -> None: ...
 
 
-def link_on(writes: WriteQueue) -> tuple[WebSocketProtocol, Transport]:
-    """A WebSocketProtocol of a server whose write queue is `writes`, and its transport."""
-    transport = Transport()
+def fake_server(soon: list, limits: Limits | None = None) -> SimpleNamespace:
+    """A server as its WebSocket links see it, whose loop hands what it should call next turn to `soon`."""
     server = SimpleNamespace(
-        limits=Limits(), time=lambda: 0.0, writes=writes, bridge=SimpleNamespace(counters=Counters())
+        limits=limits or Limits(),
+        time=lambda: 0.0,
+        loop=SimpleNamespace(call_soon=soon.append),
+        bridge=SimpleNamespace(counters=Counters()),
+        websocket_closed=lambda protocol: None,
     )
+    server.links = Links(server)  # type: ignore[arg-type]
+    return server
+
+
+def link_on(server: SimpleNamespace) -> tuple[WebSocketProtocol, Transport]:
+    """A WebSocketProtocol of `server`, and its transport."""
+    transport = Transport()
     return WebSocketProtocol(server, transport), transport  # type: ignore[arg-type]
 
 
 def link() -> tuple[WebSocketProtocol, Transport, list]:
     """A WebSocketProtocol whose write queue hands its flush to `scheduled` rather than to a loop."""
     scheduled: list = []
-    return (*link_on(WriteQueue(scheduled.append)), scheduled)
+    return (*link_on(fake_server(scheduled)), scheduled)
 
 
 def test_writes_of_one_turn_leave_as_one_write_at_its_end():
@@ -53,8 +63,8 @@ def test_writes_of_one_turn_leave_as_one_write_at_its_end():
 
 def test_one_flush_per_turn_serves_every_websocket_that_wrote():
     scheduled: list = []
-    writes = WriteQueue(scheduled.append)
-    (first, first_transport), (second, second_transport) = link_on(writes), link_on(writes)
+    server = fake_server(scheduled)
+    (first, first_transport), (second, second_transport) = link_on(server), link_on(server)
     transports = [first_transport, second_transport]
     first.write(b"1")
     second.write(b"2")
@@ -120,13 +130,7 @@ class RecordingSession:
 
 def test_unsent_data_past_the_soft_limit_congests_and_past_the_hard_limit_overflows():
     transport = UnreadTransport()
-    server = SimpleNamespace(
-        limits=Limits(app_soft_bytes=100, app_hard_bytes=300),
-        time=lambda: 0.0,
-        writes=WriteQueue([].append),
-        loop=SimpleNamespace(time=lambda: 0.0),
-        bridge=SimpleNamespace(counters=Counters()),
-    )
+    server = fake_server([], Limits(app_soft_bytes=100, app_hard_bytes=300))
     protocol = WebSocketProtocol(server, transport)  # type: ignore[arg-type]
     transport.protocol = protocol
     protocol.session = session = RecordingSession()  # type: ignore[assignment]
@@ -174,16 +178,7 @@ def reading_link() -> tuple[WebSocketProtocol, ReadingTransport, FeedRecorder, l
     """A WebSocketProtocol on a ReadingTransport; `soon` holds what it asked the loop to call next turn."""
     soon: list = []
     transport = ReadingTransport()
-    loop = SimpleNamespace(call_soon=soon.append)
-    server = SimpleNamespace(
-        limits=Limits(),
-        time=lambda: 0.0,
-        writes=WriteQueue(soon.append),
-        loop=loop,
-        websocket_closed=lambda p: None,
-        bridge=SimpleNamespace(counters=Counters()),
-    )
-    protocol = WebSocketProtocol(server, transport)  # type: ignore[arg-type]
+    protocol = WebSocketProtocol(fake_server(soon), transport)  # type: ignore[arg-type]
     session = FeedRecorder()
     protocol.session = session  # type: ignore[assignment]
     return protocol, transport, session, soon
