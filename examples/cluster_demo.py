@@ -129,8 +129,9 @@ def main():
     stop_on_signals(stop)
     try:
         nats_port = free_port()
-        # deploy/nats.conf lets only the instances on the bus: a password of this demo's own.
-        password = secrets.token_hex(32)
+        # deploy/nats.conf lets only the instances on the bus: a password of this demo's own,
+        # begun with letters, as nats-server would read one like 12e4... as a number (nats.conf).
+        password = f"nats-{secrets.token_hex(32)}"
         nats_url = f"nats://clientmcp:{password}@127.0.0.1:{nats_port}"
         nats_conf = str(DEPLOY / "nats.conf")
         nats = [program("nats-server"), "-c", nats_conf, "-a", "127.0.0.1", "-p", str(nats_port)]

@@ -59,6 +59,32 @@ def test_the_cluster_compose_file_names_the_instances_its_nginx_site_balances():
     assert (ROOT / "deploy" / "nats.conf").read_text().count("max_payload: 8MB") == 1
 
 
+def test_the_documented_nats_password_is_always_a_string_to_nats_server():
+    """nats-server reads CLIENTMCP_NATS_PASSWORD as a value of deploy/nats.conf: random hex that
+    begins like a number (12e4...) stops it, so every place that makes one begins it with letters."""
+    from natsserver import NATS_SERVER
+
+    conf = str(ROOT / "deploy" / "nats.conf")
+    digits_first = "12e4" + "0" * 60  # as openssl rand -hex 32 gives about one time in ten
+
+    def config_test(password: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "CLIENTMCP_NATS_PASSWORD": password}
+        return subprocess.run(
+            [NATS_SERVER, "-c", conf, "-t"], env=env, capture_output=True, text=True, timeout=60
+        )
+
+    assert config_test(digits_first).returncode != 0  # why the prefix
+    assert config_test("nats-" + digits_first).returncode == 0
+    made = "CLIENTMCP_NATS_PASSWORD=$(openssl rand -hex 32)"
+    places = [
+        ROOT / "deploy" / "nats.conf",
+        ROOT / "deploy" / "compose-cluster.yaml",
+        *sorted((ROOT / "docs").glob("*.md")),
+    ]
+    assert not [place.name for place in places if made in place.read_text()]
+    assert 'password = f"nats-{secrets.token_hex(32)}"' in (ROOT / "examples" / "cluster_demo.py").read_text()
+
+
 def test_the_shipped_nats_conf_lets_only_the_instances_on_the_bus(tmp_path):
     """deploy/nats.conf on a real nats-server: no password set, no server; anonymous clients refused."""
     import asyncio
