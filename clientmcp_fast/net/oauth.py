@@ -537,7 +537,11 @@ class OAuthEndpoints:
     # -- the apps' resources: /apps/<client-id>/mcp ------------------------------------------
 
     def _resource(self, exchange: Exchange, app_id: str, now: float) -> None:
-        """Take the request only with an access token for this resource; then it is `/mcp`'s (docs/oauth.md)."""
+        """Answer a request to an app's resource that the agent endpoint's `handle_resource` did not serve.
+
+        A preflight and a refused Origin are answered as on `/mcp`; every other request here lacks
+        an access token for this resource: 401 with the challenge of RFC 6750 §3 (docs/oauth.md).
+        """
         request = exchange.request
         agents = self.server.agents
         origin = request.header(ORIGIN)
@@ -563,16 +567,13 @@ class OAuthEndpoints:
         except TokenError as error:
             self._unauthorized(exchange, app_id, cors, str(error), True, now)
             return
+        # A valid token the agent endpoint did not take is another app's, or its aud another
+        # resource's (Grant.resource, core/tokens.py).
         if grant.client_id != app_id:
-            self._unauthorized(exchange, app_id, cors, "the token is for another app", True, now)
-            return
-        if grant.resource is None:  # its aud is not this resource (core/tokens.py)
-            self._unauthorized(
-                exchange, app_id, cors, "the token's audience (aud) is not this resource", True, now
-            )
-            return
-        # The agent endpoint's handle_resource serves such a request before it gets here.
-        agents.handle(exchange, b"", now)
+            problem = "the token is for another app"
+        else:
+            problem = "the token's audience (aud) is not this resource"
+        self._unauthorized(exchange, app_id, cors, problem, True, now)
 
     def _unauthorized(
         self, exchange: Exchange, app_id: str, cors: Headers, problem: str, invalid: bool, now: float = 0.0
