@@ -149,11 +149,11 @@ def _take_trace(context: Context, meta: object) -> None:
     traceparent = request.header(TRACEPARENT)
     if traceparent is None or b"traceparent" in request.repeated:
         return  # none, or two: which one is meant cannot be told, so neither is taken
-    # Several tracestate headers arrive joined by commas, as §3.3.1 says they combine (their
-    # members' whitespace is the tracestate check's to take off; a value's, the strip's).
     size = len(traceparent)
     if size and (_blank(traceparent[0]) or _blank(traceparent[size - 1])):
         traceparent = traceparent.strip(b" \t")  # compiled, the test is two C reads: most values have none
+    # Several tracestate headers arrive joined by commas, as §3.3.1 says they combine (their
+    # members' whitespace is the tracestate check's to take off; a value's, the strip's).
     tracestate = request.header(TRACESTATE)
     _check_trace(context, traceparent, None if tracestate is None else tracestate.decode("latin-1"))
 
