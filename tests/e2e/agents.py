@@ -169,6 +169,12 @@ async def answering_app(
             answering.cancel()
 
 
+def work_register(**extensions: bool) -> dict[str, Any]:
+    """A register of the one tool `work`, with the extension members that are true (docs/protocol.md)."""
+    tools = [{"name": "work", "inputSchema": {"type": "object"}}]
+    return {"type": "register", "tools": tools, **{name: True for name, on in extensions.items() if on}}
+
+
 def result_message(call: dict[str, Any], text: str, is_error: bool = False) -> str:
     """The app's `result` for `call`: one text content."""
     result: dict[str, Any] = {"content": [{"type": "text", "text": text}]}

@@ -30,6 +30,7 @@ from agents import (
     nothing_leaks_in,
     result_message,
     sdk_agent,
+    work_register,
 )
 
 pytestmark = pytest.mark.anyio
@@ -42,18 +43,12 @@ async def reporting_app(
     bridge: Any, client_id: str, report: Callable[[Any, dict[str, Any]], Any], *, progress: bool = True
 ) -> AsyncIterator[websockets.ClientConnection]:
     """An app with one tool, `work`, whose calls `report(ws, call)` runs before the result `done`."""
-    register: dict[str, Any] = {
-        "type": "register",
-        "tools": [{"name": "work", "inputSchema": {"type": "object"}}],
-    }
-    if progress:
-        register["progress"] = True
 
     async def answer(ws: websockets.ClientConnection, call: dict[str, Any]) -> None:
         await report(ws, call)
         await ws.send(result_message(call, "done"))
 
-    async with answering_app(bridge, client_id, register, answer) as ws:
+    async with answering_app(bridge, client_id, work_register(progress=progress), answer) as ws:
         yield ws
 
 

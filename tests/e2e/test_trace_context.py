@@ -25,6 +25,7 @@ from agents import (
     modern_body,
     modern_headers,
     result_message,
+    work_register,
 )
 
 pytestmark = pytest.mark.anyio
@@ -39,18 +40,12 @@ async def recording_app(
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """An app with the tool `work` that records every `call` message it gets, as sent."""
     calls: list[dict[str, Any]] = []
-    register: dict[str, Any] = {
-        "type": "register",
-        "tools": [{"name": "work", "inputSchema": {"type": "object"}}],
-    }
-    if trace:
-        register["trace"] = True
 
     async def answer(ws: websockets.ClientConnection, call: dict[str, Any]) -> None:
         calls.append(call)
         await ws.send(result_message(call, "done"))
 
-    async with answering_app(bridge, client_id, register, answer):
+    async with answering_app(bridge, client_id, work_register(trace=trace), answer):
         yield calls
 
 
